@@ -1,0 +1,97 @@
+"""Shardable Monte Carlo sums: per (direction, ε), the count, ΣY and ΣY² (SPEC §3).
+
+Y = (1 - e^{ε - ℓ})_+ ∈ [0, 1] for each sampled directional loss ℓ; sums are exact
+integers on the 2**-52 grid (:mod:`epscert.exactsum`), so ``merge`` is associative,
+commutative and bit-for-bit independent of how samples were split across shards.
+The importance scale s is not stored: it is a function of the configuration.
+
+API in the create / add / merge / result shape that a Beam CombineFn wraps.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable, Mapping
+
+import numpy as np
+
+from epscert.exactsum import grid_mean, grid_sum
+from epscert.params import Direction
+
+
+@dataclass(frozen=True)
+class DirectionSums:
+    """Exact sums for one direction over an ε grid (integers in units of 2**-52)."""
+
+    count: int
+    sum_y: tuple[int, ...]
+    sum_y2: tuple[int, ...]
+
+    def __add__(self, other: "DirectionSums") -> "DirectionSums":
+        if len(self.sum_y) != len(other.sum_y):
+            raise ValueError(f"cannot merge sums over {len(self.sum_y)} and {len(other.sum_y)} epsilons")
+        return DirectionSums(
+            self.count + other.count,
+            tuple(a + b for a, b in zip(self.sum_y, other.sum_y)),
+            tuple(a + b for a, b in zip(self.sum_y2, other.sum_y2)),
+        )
+
+    def mean(self, i: int) -> float:
+        return grid_mean(self.sum_y[i], self.count) if self.count else 0.0
+
+    def mean_sq(self, i: int) -> float:
+        return grid_mean(self.sum_y2[i], self.count) if self.count else 0.0
+
+
+@dataclass(frozen=True)
+class Accumulator:
+    """Per-direction sums; equality is exact, so merge invariance is testable with ``==``."""
+
+    parts: tuple[tuple[Direction, DirectionSums], ...]
+
+    def __getitem__(self, direction: Direction) -> DirectionSums:
+        for d, sums in self.parts:
+            if d is direction:
+                return sums
+        raise KeyError(direction)
+
+    @property
+    def directions(self) -> tuple[Direction, ...]:
+        return tuple(d for d, _ in self.parts)
+
+
+def create(directions: Iterable[Direction], n_eps: int) -> Accumulator:
+    """The empty accumulator (identity of ``merge``)."""
+    zero = DirectionSums(0, (0,) * n_eps, (0,) * n_eps)
+    return Accumulator(tuple((d, zero) for d in sorted(set(directions), key=lambda d: d.value)))
+
+
+def y_values(losses: np.ndarray, epsilon: float) -> np.ndarray:
+    """Y = (1 - e^{ε - ℓ})_+ = -expm1(min(ε - ℓ, 0)), in [0, 1]."""
+    return -np.expm1(np.minimum(epsilon - losses, 0.0))
+
+
+def add(acc: Accumulator, direction: Direction, losses: np.ndarray, epsilons: tuple[float, ...]) -> Accumulator:
+    """Fold a block of directional losses into ``acc`` for every ε of the grid."""
+    if np.isnan(losses).any():
+        raise FloatingPointError("a sampled privacy loss is NaN")
+    sums_y, sums_y2 = [], []
+    for eps in epsilons:
+        y = y_values(losses, eps)
+        sums_y.append(grid_sum(y))
+        sums_y2.append(grid_sum(y * y))
+    block = DirectionSums(int(losses.size), tuple(sums_y), tuple(sums_y2))
+    return merge([acc, Accumulator(((direction, block),))])
+
+
+def merge(accumulators: Iterable[Accumulator]) -> Accumulator:
+    """Exact, associative, order-independent merge of accumulators."""
+    totals: dict[Direction, DirectionSums] = {}
+    for acc in accumulators:
+        for d, sums in acc.parts:
+            totals[d] = totals[d] + sums if d in totals else sums
+    return Accumulator(tuple(sorted(totals.items(), key=lambda kv: kv[0].value)))
+
+
+def from_mapping(parts: Mapping[Direction, DirectionSums]) -> Accumulator:
+    return Accumulator(tuple(sorted(parts.items(), key=lambda kv: kv[0].value)))

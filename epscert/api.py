@@ -1,0 +1,72 @@
+"""The in-process Python API: ``certify(...) -> pyarrow.Table``.
+
+It runs exactly the functions the Beam job distributes: plan shards, run each shard,
+merge the accumulators, finalise into rows (see :mod:`epscert.shard` and
+:mod:`epscert.finalise`).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Callable, Sequence
+
+import pyarrow as pa
+
+from epscert import accumulator as acc_mod
+from epscert.finalise import analytic_rows, mc_rows
+from epscert.params import CertifyConfig, Method
+from epscert.schema import to_table
+from epscert.shard import plan_shards, run_shard
+
+
+def certify(
+    sampler: str = "balls_and_bins",
+    sigma: float = 1.0,
+    steps: int = 1000,
+    epochs: int = 1,
+    epsilons: Sequence[float] = (1.0,),
+    method: str | Sequence[str] = "auto",
+    samples: int = 100_000,
+    error_prob: float = 0.01,
+    seed: int = 0,
+    direction: str = "both",
+    orders: str | Sequence[int] | None = None,
+    shards: int = 1,
+    pld_discretization: float | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> pa.Table:
+    """δ(ε) of a DP-SGD batch sampler, with certified Monte Carlo bounds and analytic baselines.
+
+    ``method`` is one name or a list: Monte Carlo (``naive``, ``importance``,
+    ``order_stats``, ``importance_order_stats``, ``auto``) or analytic (``exact``,
+    ``pld_upper``, ``pld_lower``, ``rdp_upper``, ``cube_lower_bound``). Invalid
+    arguments raise ``ValueError`` naming the field and value before any sampling.
+    Returns one row per (method, direction, ε) in :data:`epscert.schema.RESULTS_SCHEMA`.
+    """
+    kwargs = {} if pld_discretization is None else {"pld_discretization": pld_discretization}
+    config = CertifyConfig(
+        sampler=sampler, sigma=sigma, steps=steps, epochs=epochs, epsilons=epsilons,
+        methods=method, samples=samples, error_prob=error_prob, seed=seed,
+        direction=direction, orders=orders, shards=shards, **kwargs,
+    )
+    return certify_config(config, progress=progress)
+
+
+def certify_config(config: CertifyConfig, progress: Callable[[int], None] | None = None) -> pa.Table:
+    """:func:`certify` for an already validated configuration."""
+    rows: list[dict] = []
+    for method in config.resolved:
+        start = time.perf_counter()
+        if method.is_monte_carlo:
+            acc = acc_mod.merge(run_shard(task, progress) for task in plan_shards(config, method))
+            rows.extend(mc_rows(config, method, acc, time.perf_counter() - start))
+        else:
+            new = analytic_rows(config, method)
+            wall = time.perf_counter() - start
+            rows.extend(dict(r, wall_seconds=wall) for r in new)
+    return to_table(rows)
+
+
+def resolve_method(config: CertifyConfig, method: Method) -> Method:
+    """The Monte Carlo method ``auto`` stands for in this configuration."""
+    return config._resolve(method)  # noqa: SLF001

@@ -1,0 +1,73 @@
+"""Confidence bounds for the mean of i.i.d. values in [0, s] (SPEC §3, Algorithm 4).
+
+Chernoff–Hoeffding in KL form: for m i.i.d. values in [0, 1] with mean p and
+empirical mean p̂, Pr[p̂ <= p - t] <= exp(-m kl(p - t || p)). Hence
+
+    UCB_β(p̂, m) = the smallest p in [p̂, 1] with m kl(p̂ || p) >= log(1/β)  (1 if none)
+
+satisfies Pr[p > UCB_β] <= β. With values in [0, s] (importance sampling) the bound
+is s · UCB_β(p̂ / s). We solve the equation by bisection and return the upper end of
+the final bracket, so numerical error can only make the bound larger.
+"""
+
+from __future__ import annotations
+
+import math
+
+#: Bisection stops when the bracket is this small relative to the bound.
+UCB_REL_TOL = 1e-12
+_MAX_ITER = 200
+
+
+def bernoulli_kl(a: float, b: float) -> float:
+    """kl(a || b) = a log(a/b) + (1-a) log((1-a)/(1-b)) for a, b in [0, 1], with 0 log 0 = 0."""
+    if b <= 0.0:
+        return 0.0 if a <= 0.0 else math.inf
+    if b >= 1.0:
+        return 0.0 if a >= 1.0 else math.inf
+    out = 0.0
+    if a > 0.0:
+        out += a * math.log(a / b)
+    if a < 1.0:
+        out += (1.0 - a) * (math.log1p(-a) - math.log1p(-b))
+    return max(out, 0.0)
+
+
+def kl_ucb(mean: float, count: int, error_prob: float, scale: float = 1.0) -> float:
+    """KL–Chernoff upper confidence bound at failure probability ``error_prob``.
+
+    ``mean`` is the empirical mean of ``count`` i.i.d. values in [0, scale].
+    Returns u with Pr[true mean > u] <= error_prob.
+    """
+    if count < 1:
+        raise ValueError(f"count must be >= 1, got count={count}")
+    if not 0.0 < error_prob < 1.0:
+        raise ValueError(f"error_prob must be in (0, 1), got error_prob={error_prob}")
+    if not scale > 0.0:
+        return 0.0
+    p_hat = min(max(mean / scale, 0.0), 1.0)
+    target = math.log(1.0 / error_prob) / count
+    if p_hat >= 1.0:
+        return scale
+    if p_hat == 0.0:  # kl(0 || p) = -log(1 - p): closed form
+        return scale * min(1.0, -math.expm1(-target))
+    lo, hi = p_hat, 1.0
+    if bernoulli_kl(p_hat, hi) < target:
+        return scale
+    for _ in range(_MAX_ITER):
+        mid = 0.5 * (lo + hi)
+        if bernoulli_kl(p_hat, mid) >= target:
+            hi = mid
+        else:
+            lo = mid
+        if hi - lo <= UCB_REL_TOL * hi:
+            break
+    return scale * hi
+
+
+def standard_error(mean: float, mean_sq: float, count: int, scale: float = 1.0) -> float:
+    """Standard error of the mean, s · sqrt(var / m), from the means of Y and Y² (unbiased variance)."""
+    if count < 2:
+        return math.inf
+    var = max(mean_sq - mean * mean, 0.0) * count / (count - 1)
+    return scale * math.sqrt(var / count)

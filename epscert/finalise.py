@@ -1,0 +1,112 @@
+"""From merged sums or analytic values to result rows in the results schema.
+
+Monte Carlo rows (SPEC §3): delta = s·p̂, delta_upper = s·UCB_β(p̂) (KL–Chernoff),
+std_error = s·sd/√m. With ``direction='both'`` each direction runs at β/2 (its rows say
+error_prob = β/2) and the 'both' row takes the max of the two, at β by the union bound.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from epscert import accumulator as acc_mod
+from epscert._version import __version__
+from epscert.analytic.composed import composed_lower_bound
+from epscert.analytic.cube import cube_lower_bound
+from epscert.analytic.deterministic import deterministic_delta
+from epscert.analytic.poisson import poisson_pld_delta, poisson_rdp_delta
+from epscert.bounds import kl_ucb, standard_error
+from epscert.params import CertifyConfig, Direction, Method, Sampler
+from epscert.samplers import loss_sampler
+
+MC_BOUND_NAME = "kl_chernoff"
+
+
+def _base(config: CertifyConfig, method: Method, direction: Direction, eps: float, wall: float) -> dict:
+    return {
+        "config_id": config.config_id, "sampler": config.sampler.value, "sigma": config.sigma,
+        "steps": config.steps, "epochs": config.epochs, "method": method.value,
+        "direction": direction.value, "epsilon": float(eps), "delta": 0.0, "delta_upper": None,
+        "delta_lower": None, "std_error": None, "samples": None, "error_prob": None,
+        "seed": None, "orders": None, "scale": None, "bound": None, "guarantee": "estimate",
+        "wall_seconds": float(wall), "epscert_version": __version__,
+    }
+
+
+def mc_rows(config: CertifyConfig, method: Method, acc: acc_mod.Accumulator, wall_seconds: float) -> list[dict]:
+    """Rows for a merged Monte Carlo accumulator: one per direction and ε, plus 'both'."""
+    sampler = loss_sampler(config, method)
+    parts = config.direction.parts()
+    beta = config.error_prob / len(parts)
+    rows: list[dict] = []
+    per_dir: dict[Direction, list[dict]] = {}
+    for direction in parts:
+        sums = acc[direction]
+        scale = math.exp(sampler.log_scale(direction))
+        per_dir[direction] = []
+        for i, eps in enumerate(config.epsilons):
+            mean = sums.mean(i)
+            row = _base(config, method, direction, eps, wall_seconds)
+            row.update(
+                delta=scale * mean,
+                delta_upper=kl_ucb(scale * mean, sums.count, beta, scale=scale),
+                std_error=standard_error(mean, sums.mean_sq(i), sums.count, scale),
+                samples=sums.count, error_prob=beta, seed=str(config.seed),
+                orders=config.orders if method.uses_order_stats else None,
+                scale=scale, bound=MC_BOUND_NAME, guarantee=sampler.guarantee,
+            )
+            per_dir[direction].append(row)
+        rows.extend(per_dir[direction])
+    if config.direction is Direction.BOTH:
+        for i, eps in enumerate(config.epsilons):
+            worst = max((per_dir[d][i] for d in parts), key=lambda r: (r["delta_upper"], r["delta"]))
+            row = dict(worst)
+            row.update(direction=Direction.BOTH.value, error_prob=config.error_prob,
+                       delta=max(per_dir[d][i]["delta"] for d in parts),
+                       delta_upper=max(per_dir[d][i]["delta_upper"] for d in parts))
+            rows.append(row)
+    return rows
+
+
+def analytic_values(config: CertifyConfig, method: Method, direction: Direction) -> tuple[np.ndarray, str, str]:
+    """(values per ε, guarantee, bound name) of an analytic method for one direction."""
+    s, T, E, eps = config.sigma, config.steps, config.epochs, np.asarray(config.epsilons)
+    if method is Method.EXACT:
+        return deterministic_delta(s, E, eps), "exact", "gaussian_closed_form"
+    if method in (Method.PLD_UPPER, Method.PLD_LOWER):
+        upper = method is Method.PLD_UPPER
+        vals = poisson_pld_delta(s, T, E, eps, direction, config.pld_discretization, pessimistic=upper)
+        return vals, ("upper_bound" if upper else "lower_bound"), f"pld_{'pessimistic' if upper else 'optimistic'}"
+    if method is Method.RDP_UPPER:
+        return poisson_rdp_delta(s, T, E, eps), "upper_bound", "rdp"
+    if method is Method.CUBE_LOWER_BOUND:
+        pair = "balls_and_bins" if config.sampler is Sampler.BALLS_AND_BINS else "shuffle"
+        sigma = s / math.sqrt(E) if config.sampler is Sampler.SHUFFLE_PERSISTENT else s
+        epochs = 1 if config.sampler is Sampler.SHUFFLE_PERSISTENT else E
+        if epochs == 1:
+            return cube_lower_bound(sigma, T, eps, pair, direction), "lower_bound", "cube"
+        vals = composed_lower_bound(sigma, T, epochs, eps, pair, direction, config.pld_discretization)
+        return vals, "lower_bound", "cube_sliced_pld_composition"
+    raise ValueError(f"method={method.value!r} is not an analytic method")
+
+
+def analytic_rows(config: CertifyConfig, method: Method, wall_seconds: float = 0.0) -> list[dict]:
+    """Rows of an analytic method, per direction and ε (RDP and exact: 'both' only)."""
+    if method in (Method.RDP_UPPER, Method.EXACT):
+        directions = (Direction.BOTH,)  # RDP bounds both at once; the Gaussian pair is symmetric
+    else:
+        directions = config.direction.parts() + ((Direction.BOTH,) if config.direction is Direction.BOTH else ())
+    rows = []
+    for direction in directions:
+        vals, guarantee, bound = analytic_values(config, method, direction)
+        for eps, val in zip(config.epsilons, vals.tolist()):
+            row = _base(config, method, direction, eps, wall_seconds)
+            row.update(delta=float(val), guarantee=guarantee, bound=bound)
+            if guarantee in ("exact", "upper_bound"):
+                row["delta_upper"] = float(val)
+            if guarantee in ("exact", "lower_bound"):
+                row["delta_lower"] = float(val)
+            rows.append(row)
+    return rows

@@ -1,0 +1,364 @@
+"""Validated parameters of one certification: samplers, methods, directions, configuration.
+
+Everything a run needs is a frozen :class:`CertifyConfig`; its ``__post_init__``
+refuses bad input before any work starts, naming the field and the value.
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Iterable, Sequence
+
+import numpy as np
+
+from epscert.rng import check_seed
+
+#: Bytes one block of one direction may hold in its largest array (SPEC: memory bounded per worker).
+MAX_BLOCK_BYTES = 64 * 2**20
+#: A single sample may not need more than this (beyond it, use order statistics).
+MAX_SAMPLE_BYTES = 2**30
+#: Default PLD discretization for dp_accounting baselines.
+DEFAULT_PLD_DISCRETIZATION = 1e-4
+
+
+class Direction(str, enum.Enum):
+    """Adjacency direction: REMOVE is D(P||Q), ADD is D(Q||P); BOTH reports the max."""
+
+    REMOVE = "remove"
+    ADD = "add"
+    BOTH = "both"
+
+    def parts(self) -> tuple["Direction", ...]:
+        return (Direction.REMOVE, Direction.ADD) if self is Direction.BOTH else (self,)
+
+
+class Sampler(str, enum.Enum):
+    BALLS_AND_BINS = "balls_and_bins"
+    POISSON = "poisson"
+    DETERMINISTIC = "deterministic"
+    SHUFFLE = "shuffle"  # reshuffled every epoch ("dynamic")
+    SHUFFLE_PERSISTENT = "shuffle_persistent"  # one permutation reused
+
+
+class Method(str, enum.Enum):
+    NAIVE = "naive"
+    IMPORTANCE = "importance"
+    ORDER_STATS = "order_stats"
+    IMPORTANCE_ORDER_STATS = "importance_order_stats"
+    AUTO = "auto"
+    EXACT = "exact"
+    PLD_UPPER = "pld_upper"
+    PLD_LOWER = "pld_lower"
+    RDP_UPPER = "rdp_upper"
+    CUBE_LOWER_BOUND = "cube_lower_bound"
+
+    @property
+    def is_monte_carlo(self) -> bool:
+        return self in _MONTE_CARLO
+
+    @property
+    def uses_importance(self) -> bool:
+        return self in (Method.IMPORTANCE, Method.IMPORTANCE_ORDER_STATS)
+
+    @property
+    def uses_order_stats(self) -> bool:
+        return self in (Method.ORDER_STATS, Method.IMPORTANCE_ORDER_STATS)
+
+
+_MONTE_CARLO = frozenset(
+    {Method.NAIVE, Method.IMPORTANCE, Method.ORDER_STATS, Method.IMPORTANCE_ORDER_STATS}
+)
+
+#: Which methods each sampler supports (AUTO resolves to one Monte Carlo method).
+SUPPORTED_METHODS: dict[Sampler, frozenset[Method]] = {
+    Sampler.BALLS_AND_BINS: frozenset(
+        {Method.NAIVE, Method.IMPORTANCE, Method.ORDER_STATS, Method.IMPORTANCE_ORDER_STATS,
+         Method.AUTO, Method.CUBE_LOWER_BOUND}
+    ),
+    Sampler.DETERMINISTIC: frozenset({Method.NAIVE, Method.IMPORTANCE, Method.AUTO, Method.EXACT}),
+    Sampler.POISSON: frozenset(
+        {Method.NAIVE, Method.AUTO, Method.PLD_UPPER, Method.PLD_LOWER, Method.RDP_UPPER}
+    ),
+    Sampler.SHUFFLE: frozenset({Method.NAIVE, Method.AUTO, Method.CUBE_LOWER_BOUND}),
+    Sampler.SHUFFLE_PERSISTENT: frozenset({Method.NAIVE, Method.AUTO, Method.CUBE_LOWER_BOUND}),
+}
+
+#: ``auto`` switches Balls-and-Bins to order statistics above this many steps.
+AUTO_ORDER_STATS_MIN_STEPS = 2000
+
+
+def _enum(kind: type[enum.Enum], name: str, value: object) -> enum.Enum:
+    if isinstance(value, kind):
+        return value
+    try:
+        return kind(value)
+    except ValueError:
+        allowed = ", ".join(m.value for m in kind)
+        raise ValueError(f"{name} must be one of {allowed}; got {name}={value!r}") from None
+
+
+def check_int(name: str, value: object, minimum: int) -> int:
+    """An integer >= minimum; integral floats are accepted, fractions and bools are not."""
+    if isinstance(value, bool):
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {name}={value!r}")
+    if isinstance(value, (int, np.integer)):
+        out = int(value)
+    elif isinstance(value, (float, np.floating)) and math.isfinite(value) and float(value).is_integer():
+        out = int(value)
+    else:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {name}={value!r}")
+    if out < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {name}={value!r}")
+    return out
+
+
+def check_float(name: str, value: object, *, low: float, low_open: bool,
+                high: float = math.inf, high_open: bool = True) -> float:
+    """A finite float in the given interval, else ValueError naming the field."""
+    try:
+        out = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a number, got {name}={value!r}") from None
+    if isinstance(value, bool) or not math.isfinite(out):
+        raise ValueError(f"{name} must be a finite number, got {name}={value!r}")
+    bad_low = out <= low if low_open else out < low
+    bad_high = out >= high if high_open else out > high
+    if bad_low or bad_high:
+        lo, hi = ("(" if low_open else "["), (")" if high_open else "]")
+        raise ValueError(f"{name} must be in {lo}{low}, {high}{hi}, got {name}={value!r}")
+    return out
+
+
+def parse_orders(orders: object) -> tuple[int, ...]:
+    """Expand (start, stop, step) triples into ranks, e.g. "1,100,1,100,500,10".
+
+    Accepts a comma-separated string, a flat sequence of ints (length a multiple of
+    3) or a sequence of 3-tuples. The union of ``arange(start, stop, step)`` is
+    returned in the given order; validation (increasing, starts at 1, below T)
+    happens in :class:`CertifyConfig`.
+    """
+    if isinstance(orders, str):
+        parts = [p.strip() for p in orders.split(",") if p.strip()]
+        try:
+            flat = [int(p) for p in parts]
+        except ValueError:
+            raise ValueError(f"orders must be integers 'start,stop,step,...', got orders={orders!r}") from None
+    elif isinstance(orders, Iterable):
+        flat = []
+        for item in orders:  # type: ignore[union-attr]
+            if isinstance(item, (tuple, list)):
+                flat.extend(item)
+            else:
+                flat.append(item)
+        flat = [check_int("orders", v, -(2**62)) for v in flat]
+    else:
+        raise ValueError(f"orders must be (start, stop, step) triples, got orders={orders!r}")
+    if not flat or len(flat) % 3:
+        raise ValueError(f"orders must be a non-empty list of (start, stop, step) triples, got orders={orders!r}")
+    ranks: list[int] = []
+    for start, stop, step in zip(flat[0::3], flat[1::3], flat[2::3]):
+        if step < 1 or stop <= start:
+            raise ValueError(
+                f"orders triple must have stop > start and step >= 1, got orders=({start}, {stop}, {step})"
+            )
+        ranks.extend(range(start, stop, step))
+    return tuple(ranks)
+
+
+def default_orders(steps: int) -> tuple[int, ...]:
+    """Ranks used when order statistics are requested without ``orders``.
+
+    All ranks 1..T-1 when T <= 151 (the bound is then exact); otherwise ranks
+    1..100 and 50 geometrically spaced ranks up to T-1 (about 150 ranks, the
+    R the benchmarks use).
+    """
+    if steps - 1 <= 150:
+        return tuple(range(1, steps))
+    head = list(range(1, 101))
+    tail = np.unique(np.round(np.geomspace(101, steps - 1, 50)).astype(np.int64))
+    return tuple(head + [int(v) for v in tail if v > 100])
+
+
+def _stable_hash(payload: dict) -> bytes:
+    text = json.dumps(payload, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).digest()
+
+
+@dataclass(frozen=True)
+class CertifyConfig:
+    """One certification request (SPEC §1–§7). All fields are validated on construction."""
+
+    sampler: Sampler
+    sigma: float
+    steps: int
+    epsilons: tuple[float, ...]
+    methods: tuple[Method, ...] = (Method.AUTO,)
+    epochs: int = 1
+    samples: int = 100_000
+    error_prob: float = 0.01
+    seed: int = 0
+    direction: Direction = Direction.BOTH
+    orders: str | Sequence[int] | None = None
+    shards: int = 1
+    pld_discretization: float = DEFAULT_PLD_DISCRETIZATION
+    resolved: tuple[Method, ...] = field(init=False, default=())
+    ranks: tuple[int, ...] | None = field(init=False, default=None)
+
+    def __post_init__(self) -> None:
+        set_ = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731 (frozen dataclass)
+        set_("sampler", _enum(Sampler, "sampler", self.sampler))
+        set_("direction", _enum(Direction, "direction", self.direction))
+        set_("sigma", check_float("sigma", self.sigma, low=0.0, low_open=True))
+        set_("steps", check_int("steps", self.steps, 1))
+        set_("epochs", check_int("epochs", self.epochs, 1))
+        set_("samples", check_int("samples", self.samples, 1))
+        set_("shards", check_int("shards", self.shards, 1))
+        set_("seed", check_seed(self.seed))
+        set_("error_prob", check_float("error_prob", self.error_prob, low=0.0, low_open=True,
+                                       high=1.0, high_open=True))
+        set_("pld_discretization", check_float("pld_discretization", self.pld_discretization,
+                                               low=0.0, low_open=True, high=1.0))
+        set_("epsilons", self._check_epsilons(self.epsilons))
+        methods = self.methods
+        if isinstance(methods, (str, Method)):
+            methods = (methods,)
+        if not isinstance(methods, Sequence) or len(methods) == 0:
+            raise ValueError(f"method must be a method name or a non-empty list, got method={self.methods!r}")
+        methods = tuple(dict.fromkeys(_enum(Method, "method", m) for m in methods))
+        set_("methods", methods)
+        for m in methods:
+            if m not in SUPPORTED_METHODS[self.sampler]:
+                allowed = ", ".join(sorted(x.value for x in SUPPORTED_METHODS[self.sampler]))
+                raise ValueError(
+                    f"method={m.value!r} does not apply to sampler={self.sampler.value!r}; allowed: {allowed}"
+                )
+        set_("resolved", tuple(dict.fromkeys(self._resolve(m) for m in methods)))
+        if self.shards > self.samples and any(m.is_monte_carlo for m in self.resolved):
+            raise ValueError(f"shards must be <= samples, got shards={self.shards}, samples={self.samples}")
+        self._check_importance()
+        self._check_orders()
+        self._check_memory()
+
+    # -- validation helpers -------------------------------------------------------------------
+    @staticmethod
+    def _check_epsilons(epsilons: object) -> tuple[float, ...]:
+        if isinstance(epsilons, (int, float, np.number)) and not isinstance(epsilons, bool):
+            epsilons = (epsilons,)
+        if isinstance(epsilons, str) or not isinstance(epsilons, Iterable):
+            raise ValueError(f"epsilons must be a non-empty list of numbers, got epsilons={epsilons!r}")
+        values = [check_float("epsilon", e, low=0.0, low_open=False) for e in epsilons]
+        if not values:
+            raise ValueError("epsilons must be a non-empty list of numbers, got epsilons=[]")
+        return tuple(sorted(set(values)))
+
+    def _resolve(self, method: Method) -> Method:
+        """``auto``: importance (one epoch) or naive, switching to order statistics for large T."""
+        if method is not Method.AUTO:
+            return method
+        if self.sampler is Sampler.BALLS_AND_BINS:
+            large = self.steps >= AUTO_ORDER_STATS_MIN_STEPS
+            if self.epochs == 1:
+                return Method.IMPORTANCE_ORDER_STATS if large else Method.IMPORTANCE
+            return Method.ORDER_STATS if large else Method.NAIVE
+        if self.sampler is Sampler.DETERMINISTIC and self.epochs == 1:
+            return Method.IMPORTANCE
+        return Method.NAIVE
+
+    def _check_importance(self) -> None:
+        for m in self.methods:
+            if m.uses_importance and self.epochs > 1:
+                raise ValueError(
+                    f"method={m.value!r} needs epochs=1 (importance sampling for several epochs is an "
+                    f"open problem, SPEC §4), got epochs={self.epochs}"
+                )
+
+    def _check_orders(self) -> None:
+        """Expand ``orders`` into ``ranks``; store ``orders`` as canonical 'start,stop,step' text."""
+        wants = any(m.uses_order_stats for m in self.resolved)
+        if self.orders is None:
+            if wants and self.steps < 2:
+                raise ValueError(f"order statistics need steps >= 2, got steps={self.steps}")
+            if wants:
+                ranks = default_orders(self.steps)
+                object.__setattr__(self, "ranks", ranks)
+                object.__setattr__(self, "orders", compress_orders(ranks))
+            return
+        if not wants:
+            raise ValueError(f"orders only apply to order-statistic methods, got orders={self.orders!r} "
+                             f"with method={[m.value for m in self.methods]}")
+        ranks = parse_orders(self.orders)
+        if ranks[0] != 1:
+            raise ValueError(f"orders must start at rank 1, got first order={ranks[0]} (orders={self.orders!r})")
+        diffs = np.diff(np.asarray(ranks, dtype=np.int64))
+        if np.any(diffs <= 0):
+            bad = int(np.argmax(diffs <= 0))
+            raise ValueError(f"orders must be strictly increasing (no duplicates), got rank {ranks[bad]} "
+                             f"followed by {ranks[bad + 1]} (orders={self.orders!r})")
+        if ranks[-1] > self.steps - 1:
+            raise ValueError(f"orders must be <= steps - 1 = {self.steps - 1}, got largest order={ranks[-1]} "
+                             f"(orders={self.orders!r})")
+        object.__setattr__(self, "ranks", ranks)
+        object.__setattr__(self, "orders", compress_orders(ranks))
+
+    def _check_memory(self) -> None:
+        for m in self.resolved:
+            if not m.is_monte_carlo:
+                continue
+            width = len(self.ranks) if (m.uses_order_stats and self.ranks) else self.steps
+            per_sample = 8 * width * self.epochs * 4
+            if per_sample > MAX_SAMPLE_BYTES:
+                raise ValueError(
+                    f"steps={self.steps} x epochs={self.epochs} needs {per_sample / 2**30:.1f} GiB per sample "
+                    f"with method={m.value!r} (limit {MAX_SAMPLE_BYTES / 2**30:.0f} GiB); use order_stats"
+                )
+
+    # -- identities ---------------------------------------------------------------------------
+    def to_dict(self) -> dict:
+        return {
+            "sampler": self.sampler.value, "sigma": self.sigma, "steps": self.steps,
+            "epochs": self.epochs, "epsilons": list(self.epsilons),
+            "methods": [m.value for m in self.methods], "samples": self.samples,
+            "error_prob": self.error_prob, "seed": self.seed, "direction": self.direction.value,
+            "orders": self.orders, "shards": self.shards,
+            "pld_discretization": self.pld_discretization,
+        }
+
+    @property
+    def config_id(self) -> str:
+        """Stable 16-hex-digit hash of every field (same request -> same id, any machine)."""
+        return _stable_hash(self.to_dict()).hex()[:16]
+
+    def sampling_key(self, method: Method) -> int:
+        """Integer key of everything that shapes a method's samples (SPEC §10 ``config_key``).
+
+        Sample count, error probability and shard count are left out: they do not change
+        what one block of samples is, only how many blocks are drawn.
+        """
+        payload = {
+            "sampler": self.sampler.value, "sigma": self.sigma, "steps": self.steps,
+            "epochs": self.epochs, "method": method.value,
+            "orders": self.orders if method.uses_order_stats else None,
+            "epsilon0": min(self.epsilons) if method.uses_importance else None,
+        }
+        return int.from_bytes(_stable_hash(payload)[:8], "big")
+
+
+def compress_orders(ranks: Sequence[int]) -> str:
+    """Inverse of :func:`parse_orders`: ranks as 'start,stop,step' triples of constant step."""
+    out: list[str] = []
+    i = 0
+    while i < len(ranks):
+        if i + 1 == len(ranks):
+            out.append(f"{ranks[i]},{ranks[i] + 1},1")
+            break
+        step = ranks[i + 1] - ranks[i]
+        j = i + 1
+        while j + 1 < len(ranks) and ranks[j + 1] - ranks[j] == step:
+            j += 1
+        out.append(f"{ranks[i]},{ranks[j] + 1},{step}")
+        i = j + 1
+    return ",".join(out)

@@ -1,0 +1,33 @@
+"""The one place where epscert builds random number generators (SPEC §10).
+
+Every draw of a shard comes from ``np.random.SeedSequence(root_seed,
+spawn_key=(config_key, shard_index, ...))``. The extra spawn-key words select a
+sub-stream inside the shard (the direction and the fixed-size block of samples),
+so a shard's numbers depend only on (root seed, configuration key, shard index):
+a retried shard reproduces them bit for bit and no global state is touched.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+_MAX_SEED = 2**128
+
+
+def check_seed(seed: object) -> int:
+    """Validate a user seed (a non-negative integer) and return it as ``int``."""
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
+        raise ValueError(f"seed must be a non-negative integer, got seed={seed!r}")
+    if not 0 <= int(seed) < _MAX_SEED:
+        raise ValueError(f"seed must be in [0, 2**128), got seed={seed!r}")
+    return int(seed)
+
+
+def shard_generator(
+    root_seed: int, config_key: int, shard_index: int, direction_index: int, block_index: int
+) -> np.random.Generator:
+    """Generator for one block of samples of one direction of one shard."""
+    seq = np.random.SeedSequence(
+        root_seed, spawn_key=(config_key, shard_index, direction_index, block_index)
+    )
+    return np.random.Generator(np.random.PCG64(seq))

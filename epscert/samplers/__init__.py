@@ -1,0 +1,41 @@
+"""Monte Carlo loss samplers, one module per pair (SPEC §2, §4–§6).
+
+A loss sampler draws, for a direction, i.i.d. values of the *directional privacy
+loss* ℓ (an upper bound on it for order statistics) such that
+
+    δ_direction(ε) = s · E[(1 - e^{ε - ℓ})_+]
+
+where s = exp(log_scale(direction)) is the importance-sampling scale (1 without
+importance sampling). REMOVE: ℓ = L(x), x ~ P. ADD: ℓ = -L(x), x ~ Q.
+"""
+
+from __future__ import annotations
+
+import math
+
+from epscert.params import CertifyConfig, Method, Sampler
+from epscert.samplers.base import LossSampler
+from epscert.samplers.balls_and_bins import BallsAndBinsSampler
+from epscert.samplers.poisson_pair import PoissonPairSampler
+from epscert.samplers.shuffle_pair import ShufflePairSampler
+
+__all__ = ["LossSampler", "loss_sampler"]
+
+
+def loss_sampler(config: CertifyConfig, method: Method) -> LossSampler:
+    """The sampler that estimates ``config`` with the (resolved) Monte Carlo ``method``."""
+    if not method.is_monte_carlo:
+        raise ValueError(f"method={method.value!r} is not a Monte Carlo method")
+    eps0 = min(config.epsilons)
+    if config.sampler is Sampler.BALLS_AND_BINS:
+        return BallsAndBinsSampler(config.sigma, config.steps, config.epochs, method, config.ranks, eps0)
+    if config.sampler is Sampler.DETERMINISTIC:  # one Gaussian: Balls-and-Bins with T = 1, σ/√E
+        sigma = config.sigma / math.sqrt(config.epochs)
+        return BallsAndBinsSampler(sigma, 1, 1, method, None, eps0)
+    if config.sampler is Sampler.POISSON:
+        return PoissonPairSampler(config.sigma, config.steps, config.epochs)
+    if config.sampler is Sampler.SHUFFLE:
+        return ShufflePairSampler(config.sigma, config.steps, config.epochs)
+    if config.sampler is Sampler.SHUFFLE_PERSISTENT:
+        return ShufflePairSampler(config.sigma / math.sqrt(config.epochs), config.steps, 1)
+    raise ValueError(f"no Monte Carlo sampler for sampler={config.sampler.value!r}")

@@ -1,0 +1,174 @@
+"""Balls-and-Bins pair (P_B, Q_B): naive, importance, order-statistic and combined sampling.
+
+Loss of one epoch (SPEC §2), with x/σ² = z/σ + e_1/σ² for x = e_1 + σz:
+
+    L_B(x) = logsumexp(x/σ²) - log T - 1/(2σ²)
+
+REMOVE samples x = e_1 + σz (z ~ N(0, I_T)); ADD samples x = σz and uses ℓ = -L_B.
+E epochs (Algorithm 11): ℓ = Σ_e ℓ_e over independent epochs.
+
+Importance sampling (SPEC §4, Algorithms 5 and 10), one epoch, with ε0 = min of the grid:
+- REMOVE: E = {max_t y_t >= C}, C = 1/2 + σ²(ε0 - log((e^{1/σ²} + T - 1)/T)), s = 1 - Φ(C/σ)^T.
+  Outside E, L <= ε0 <= ε for every ε of the grid, so δ(ε) = s E_{P|E}[(1 - e^{ε-L})_+].
+- ADD: E = {max_t x_t <= C}, C = 1/2 + σ²(log T - ε0), s = Φ(C/σ)^T.
+Order statistics (SPEC §5) replace the T - 1 (REMOVE) or T (ADD) plain coordinates by a
+bound through the ranks k_1 = 1 < ... < k_R; combined with importance as in SPEC §6.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from scipy import special
+
+from epscert.gauss import (
+    log_survival_max,
+    logsumexp_rows,
+    max_at_least,
+    normal_below,
+)
+from epscert.orderstats import (
+    gaussian_order_stats,
+    lower_tail_weights,
+    upper_tail_weights,
+    usable_ranks,
+)
+from epscert.params import Direction, Method
+from epscert.samplers.base import LossSampler
+
+
+def log_mean_exp_shift(a: float, steps: int) -> float:
+    """log((e^a + T - 1) / T) without overflow for large a = 1/σ²."""
+    if steps == 1:
+        return a
+    return float(np.logaddexp(a, math.log(steps - 1))) - math.log(steps)
+
+
+def threshold_remove(sigma: float, steps: int, eps0: float) -> float:
+    """C(ε0) of the REMOVE importance event {max_t y_t >= C} (SPEC §4)."""
+    return 0.5 + sigma**2 * (eps0 - log_mean_exp_shift(1.0 / sigma**2, steps))
+
+
+def threshold_add(sigma: float, steps: int, eps0: float) -> float:
+    """C(ε0) of the ADD importance event {max_t x_t <= C} (SPEC §4)."""
+    return 0.5 + sigma**2 * (math.log(steps) - eps0)
+
+
+class BallsAndBinsSampler(LossSampler):
+    """Directional losses of the Balls-and-Bins pair for one of the four Monte Carlo methods."""
+
+    def __init__(self, sigma: float, steps: int, epochs: int, method: Method,
+                 ranks: tuple[int, ...] | None, eps0: float) -> None:
+        if method.uses_importance and epochs != 1:
+            raise ValueError(f"method={method.value!r} needs epochs=1, got epochs={epochs}")
+        self.sigma, self.steps, self.epochs, self.method = sigma, steps, epochs, method
+        self.ranks = np.asarray(ranks if ranks is not None else (), dtype=np.int64)
+        if method.uses_order_stats and (self.ranks.size == 0 or self.ranks[0] != 1):
+            raise ValueError(f"order statistics need ranks starting at 1, got orders={ranks}")
+        self.inv_sigma = 1.0 / sigma
+        self.inv_var = 1.0 / sigma**2
+        self.offset = math.log(steps) + 0.5 * self.inv_var  # L = lse - offset
+        self.eps0 = eps0
+        self.b_remove = threshold_remove(sigma, steps, eps0) / sigma  # in units of σ
+        self.b_add = threshold_add(sigma, steps, eps0) / sigma
+
+    def width(self) -> int:
+        return (self.ranks.size + 3) if self.method.uses_order_stats else self.steps
+
+    def log_scale(self, direction: Direction) -> float:
+        if not self.method.uses_importance:
+            return 0.0
+        if direction is Direction.REMOVE:
+            return log_survival_max(self.b_remove, self.steps)
+        return self.steps * float(special.log_ndtr(self.b_add))
+
+    def draw(self, rng: np.random.Generator, n: int, direction: Direction) -> np.ndarray:
+        kernel = {
+            (Method.NAIVE, Direction.REMOVE): self._naive_remove,
+            (Method.NAIVE, Direction.ADD): self._naive_add,
+            (Method.IMPORTANCE, Direction.REMOVE): self._importance_remove,
+            (Method.IMPORTANCE, Direction.ADD): self._importance_add,
+            (Method.ORDER_STATS, Direction.REMOVE): self._order_remove,
+            (Method.ORDER_STATS, Direction.ADD): self._order_add,
+            (Method.IMPORTANCE_ORDER_STATS, Direction.REMOVE): self._combined_remove,
+            (Method.IMPORTANCE_ORDER_STATS, Direction.ADD): self._combined_add,
+        }[(self.method, direction)]
+        total = np.zeros(n)
+        for _ in range(self.epochs):
+            total += kernel(rng, n)
+        return total
+
+    # -- naive (Algorithm 4 / 11) -------------------------------------------------------------
+    def _naive_remove(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        a = rng.standard_normal((n, self.steps))
+        a *= self.inv_sigma
+        a[:, 0] += self.inv_var
+        return logsumexp_rows(a) - self.offset
+
+    def _naive_add(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        a = rng.standard_normal((n, self.steps))
+        a *= self.inv_sigma
+        return self.offset - logsumexp_rows(a)
+
+    # -- importance (Algorithms 5 and 10) -----------------------------------------------------
+    def _draw_max(self, rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray]:
+        """(M, first): conditioned max in σ units and whether it sits at coordinate 1."""
+        m = max_at_least(rng, self.b_remove, self.steps, self.log_scale(Direction.REMOVE), n)
+        first = rng.random(n) < 1.0 / self.steps
+        return m, first
+
+    def _importance_remove(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        m, first = self._draw_max(rng, n)
+        a = normal_below(rng, m, (n, self.steps))
+        col = np.where(first | (self.steps == 1), 0, 1)  # by symmetry the max sits at 1 or 2
+        a[np.arange(n), col] = m
+        a *= self.inv_sigma
+        a[:, 0] += self.inv_var
+        return logsumexp_rows(a) - self.offset
+
+    def _importance_add(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        a = normal_below(rng, self.b_add, (n, self.steps))
+        a *= self.inv_sigma
+        return self.offset - logsumexp_rows(a)
+
+    # -- order statistics (Algorithm 6, SPEC §5) ----------------------------------------------
+    def _upper_terms(self, rng, n: int, d: int, log_cdf_bound) -> np.ndarray:
+        """log-terms v_j/σ² + log w_j bounding Σ of d conditioned coordinates from above."""
+        ranks = usable_ranks(self.ranks, d)
+        v = gaussian_order_stats(rng, ranks, d, n, log_cdf_bound)
+        return v * self.inv_sigma + upper_tail_weights(ranks, d)
+
+    def _order_remove(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        a1 = rng.standard_normal(n) * self.inv_sigma + self.inv_var
+        terms = self._upper_terms(rng, n, self.steps - 1, 0.0)
+        return logsumexp_rows(np.column_stack([a1, terms])) - self.offset
+
+    def _order_add(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        v = gaussian_order_stats(rng, self.ranks, self.steps, n)
+        terms = v * self.inv_sigma + lower_tail_weights(self.ranks)
+        return self.offset - logsumexp_rows(terms)
+
+    # -- importance + order statistics (Appendix B.3, SPEC §6) --------------------------------
+    def _combined_remove(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        m, first = self._draw_max(rng, n)
+        log_cdf_m = special.log_ndtr(m)
+        out = np.empty(n)
+        rows = np.flatnonzero(first)  # max at coordinate 1: x_1 = 1 + M
+        if rows.size:
+            a1 = m[rows] * self.inv_sigma + self.inv_var
+            terms = self._upper_terms(rng, rows.size, self.steps - 1, log_cdf_m[rows])
+            out[rows] = logsumexp_rows(np.column_stack([a1, terms]))
+        rows = np.flatnonzero(~first)  # max at coordinate 2, x_1 = 1 + y_1 with y_1 <= M
+        if rows.size:
+            y1 = normal_below(rng, m[rows], (rows.size, 1))[:, 0]
+            a1 = y1 * self.inv_sigma + self.inv_var
+            am = m[rows] * self.inv_sigma
+            terms = self._upper_terms(rng, rows.size, self.steps - 2, log_cdf_m[rows])
+            out[rows] = logsumexp_rows(np.column_stack([a1, am, terms]))
+        return out - self.offset
+
+    def _combined_add(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        v = gaussian_order_stats(rng, self.ranks, self.steps, n, float(special.log_ndtr(self.b_add)))
+        terms = v * self.inv_sigma + lower_tail_weights(self.ranks)
+        return self.offset - logsumexp_rows(terms)

@@ -1,0 +1,76 @@
+"""Shards: the unit of distributed work. A shard draws its samples and returns sums.
+
+``plan_shards`` splits a method's sample budget into a fixed layout; ``run_shard``
+draws one shard's samples block by block (memory bounded by the block size, whatever
+the sample count) from generators that depend only on (root seed, configuration key,
+shard index) (SPEC §10), and returns an :class:`~epscert.accumulator.Accumulator`.
+A retried shard returns an identical accumulator.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from epscert import accumulator as acc_mod
+from epscert.params import CertifyConfig, Direction, Method
+from epscert.rng import shard_generator
+from epscert.samplers import loss_sampler
+
+_DIRECTION_INDEX = {Direction.REMOVE: 0, Direction.ADD: 1}
+
+
+@dataclass(frozen=True)
+class ShardTask:
+    """What a worker needs to run one shard (picklable; the Beam job's element)."""
+
+    config: CertifyConfig
+    method: Method
+    shard_index: int
+    samples: int
+
+    @property
+    def key(self) -> str:
+        """Grouping key of the merged result: one per (configuration, method)."""
+        return f"{self.config.config_id}/{self.method.value}"
+
+
+def plan_shards(config: CertifyConfig, method: Method, shards: int | None = None) -> list[ShardTask]:
+    """Split ``config.samples`` into ``shards`` near-equal shards (the first ones get the remainder)."""
+    count = config.shards if shards is None else shards
+    base, extra = divmod(config.samples, count)
+    return [ShardTask(config, method, i, base + (1 if i < extra else 0)) for i in range(count)]
+
+
+def run_shard(task: ShardTask, progress: Callable[[int], None] | None = None) -> acc_mod.Accumulator:
+    """Draw ``task.samples`` samples per direction and fold them into an accumulator.
+
+    ``progress(n)`` is called after every block with the number of samples just done.
+    """
+    config, method = task.config, task.method
+    sampler = loss_sampler(config, method)
+    key = config.sampling_key(method)
+    block = sampler.block_size()
+    directions = config.direction.parts()
+    acc = acc_mod.create(directions, len(config.epsilons))
+    for direction in directions:
+        if sampler.log_scale(direction) < LOG_NEGLIGIBLE:  # event of probability < 1e-304: δ <= s = 0.0
+            acc = acc_mod.merge([acc, acc_mod.Accumulator(((direction, _zeros(task.samples, config)),))])
+            continue
+        for b, start in enumerate(range(0, task.samples, block)):
+            n = min(block, task.samples - start)
+            rng = shard_generator(config.seed, key, task.shard_index, _DIRECTION_INDEX[direction], b)
+            losses = sampler.draw(rng, n, direction)
+            acc = acc_mod.add(acc, direction, losses, config.epsilons)
+            if progress is not None:
+                progress(n)
+    return acc
+
+
+#: Below this log-probability the importance event is treated as empty (s underflows).
+LOG_NEGLIGIBLE = -700.0
+
+
+def _zeros(count: int, config: CertifyConfig) -> acc_mod.DirectionSums:
+    n = len(config.epsilons)
+    return acc_mod.DirectionSums(count, (0,) * n, (0,) * n)
