@@ -74,3 +74,26 @@ LOG_NEGLIGIBLE = -700.0
 def _zeros(count: int, config: CertifyConfig) -> acc_mod.DirectionSums:
     n = len(config.epsilons)
     return acc_mod.DirectionSums(count, (0,) * n, (0,) * n)
+
+
+#: Rough cost of one sampled coordinate (normal draw + exp + bookkeeping), in seconds.
+SECONDS_PER_COORDINATE = 2e-8
+#: Auto-sizing aims at shards of about this many seconds on one core (5–60 s is the target band).
+TARGET_SHARD_SECONDS = 20.0
+MAX_AUTO_SHARDS = 10_000
+
+
+def estimated_seconds(config: CertifyConfig, method: Method, samples: int | None = None) -> float:
+    """Rough single-core time to draw ``samples`` samples of ``method`` (both directions)."""
+    sampler = loss_sampler(config, method)
+    n = config.samples if samples is None else samples
+    per_sample = sampler.width() * config.epochs * len(config.direction.parts())
+    if method.uses_order_stats:
+        per_sample *= 4  # gammas and inverse CDFs cost more than one normal each
+    return n * per_sample * SECONDS_PER_COORDINATE
+
+
+def auto_shards(config: CertifyConfig, method: Method) -> int:
+    """Shard count so that each shard takes about TARGET_SHARD_SECONDS on one core."""
+    want = round(estimated_seconds(config, method) / TARGET_SHARD_SECONDS)
+    return int(min(max(1, want), MAX_AUTO_SHARDS, config.samples))
