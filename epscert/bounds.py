@@ -7,7 +7,8 @@ empirical mean p̂, Pr[p̂ <= p - t] <= exp(-m kl(p - t || p)). Hence
 
 satisfies Pr[p > UCB_β] <= β. With values in [0, s] (importance sampling) the bound
 is s · UCB_β(p̂ / s). We solve the equation by bisection and return the upper end of
-the final bracket, so numerical error can only make the bound larger.
+the final bracket, and inflate it by ``UCB_SAFETY`` (relative), so numerical error can only make
+the bound larger.
 """
 
 from __future__ import annotations
@@ -16,6 +17,9 @@ import math
 
 #: Bisection stops when the bracket is this small relative to the bound.
 UCB_REL_TOL = 1e-12
+#: kl(p̂||p) suffers cancellation (~1e-11 relative) near the root; the returned bound is
+#: inflated by this factor so that evaluation error can only loosen it.
+UCB_SAFETY = 1e-9
 _MAX_ITER = 200
 
 
@@ -62,7 +66,7 @@ def kl_ucb(mean: float, count: int, error_prob: float, scale: float = 1.0) -> fl
             lo = mid
         if hi - lo <= UCB_REL_TOL * hi:
             break
-    return scale * hi
+    return scale * min(1.0, hi * (1.0 + UCB_SAFETY))
 
 
 def standard_error(mean: float, mean_sq: float, count: int, scale: float = 1.0) -> float:
