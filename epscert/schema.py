@@ -33,20 +33,41 @@ RESULTS_SCHEMA = pa.schema([
     pa.field("scale", pa.float64()),
     pa.field("bound", pa.string()),
     pa.field("guarantee", pa.string(), nullable=False),
+    pa.field("quantity", pa.string(), nullable=False),
+    pa.field("target_delta", pa.float64()),
+    pa.field("epsilon_upper", pa.float64()),
+    pa.field("epsilon_lower", pa.float64()),
+    pa.field("truncation_penalty", pa.float64()),
+    pa.field("dataset_size", pa.int64()),
+    pa.field("max_batch_size", pa.int64()),
     pa.field("wall_seconds", pa.float64(), nullable=False),
     pa.field("epscert_version", pa.string(), nullable=False),
 ])
 
 COLUMNS = tuple(RESULTS_SCHEMA.names)
+NULLABLE = frozenset(f.name for f in RESULTS_SCHEMA if f.nullable)
+#: Values of ``quantity``: δ at a given ε (the default) or ε at a target δ (SPEC §8).
+QUANTITIES = ("delta_at_epsilon", "epsilon_at_delta")
+#: Columns with a default when a row leaves them out.
+DEFAULTS = {"quantity": "delta_at_epsilon"}
 
 
 def to_table(rows: Iterable[Mapping]) -> pa.Table:
-    """Rows (dicts with exactly the schema's columns) as a table in the results schema."""
-    rows = list(rows)
+    """Rows as a table in the results schema.
+
+    A row may leave out nullable columns (they become null) and ``quantity``; any
+    unknown column, or a missing required one, is an error.
+    """
+    full = []
     for row in rows:
-        if set(row) != set(COLUMNS):
-            extra, missing = set(row) - set(COLUMNS), set(COLUMNS) - set(row)
+        extra = set(row) - set(COLUMNS)
+        missing = set(COLUMNS) - set(row) - NULLABLE - set(DEFAULTS)
+        if extra or missing:
             raise ValueError(f"row does not match the results schema: extra={sorted(extra)}, missing={sorted(missing)}")
+        row = {**DEFAULTS, **{c: row.get(c) for c in NULLABLE}, **row}
         if row["guarantee"] not in GUARANTEES:
             raise ValueError(f"guarantee must be one of {GUARANTEES}, got guarantee={row['guarantee']!r}")
-    return pa.Table.from_pylist(rows, schema=RESULTS_SCHEMA)
+        if row["quantity"] not in QUANTITIES:
+            raise ValueError(f"quantity must be one of {QUANTITIES}, got quantity={row['quantity']!r}")
+        full.append(row)
+    return pa.Table.from_pylist(full, schema=RESULTS_SCHEMA)
