@@ -1,0 +1,107 @@
+"""``CertifyConfigs``: configurations in, one complete, sorted row set per configuration out.
+
+Flow (SPEC §3, issue 3)::
+
+    configs -> PlanShards -> RunShards -> MergeShards (CombinePerKey) -> FinaliseMonteCarlo --+
+            -> AnalyticMethods -> ComputeAnalytic ----------------------------------------------+-> CompleteConfigs
+
+Analytic baselines are configurations too (:func:`epscert.baselines.baseline_tasks`); they take
+the analytic branch, in parallel with the sampling.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Mapping
+
+import apache_beam as beam
+
+from epscert.params import CertifyConfig, Direction, Method
+from transforms.progress import ProgressReporter
+from transforms.shards import (
+    MergeAccumulatorsFn, RunShardFn, analytic_methods, compute_analytic, finalise_monte_carlo,
+    monte_carlo_methods, shard_tasks,
+)
+
+#: Row order of every table epscert writes: deterministic, so Parquet bytes are too.
+SORT_COLUMNS = ("config_id", "method", "direction", "epsilon")
+#: Tie-breakers, used when present (rows of other quantities at the same ε).
+TIE_COLUMNS = ("quantity", "target_delta")
+
+
+def _sort_key(row: dict) -> tuple:
+    return tuple((row.get(c) is None, row.get(c) if row.get(c) is not None else 0)
+                 for c in SORT_COLUMNS + TIE_COLUMNS)
+
+
+def sort_rows(rows: Iterable[dict]) -> list[dict]:
+    """Rows sorted by (config_id, method, direction, epsilon), then the tie-breaker columns."""
+    return sorted(rows, key=_sort_key)
+
+
+def method_row_count(config: CertifyConfig, method: Method) -> int:
+    """Rows one method of ``config`` yields (mirrors :mod:`epscert.finalise`).
+
+    Monte Carlo and PLD/cube: one per direction and ε, plus the 'both' rows when the
+    direction is 'both'. RDP and exact: only the 'both' rows.
+    """
+    n_eps = len(config.epsilons)
+    if method in (Method.RDP_UPPER, Method.EXACT):
+        return n_eps
+    both = 1 if config.direction is Direction.BOTH else 0
+    return n_eps * (len(config.direction.parts()) + both)
+
+
+def expected_row_count(config: CertifyConfig) -> int:
+    """Rows of a complete result for ``config`` (every resolved method)."""
+    return sum(method_row_count(config, m) for m in config.resolved)
+
+
+def complete_config(item: tuple[str, Iterable[list[dict]]],
+                    configs: Mapping[str, CertifyConfig]) -> tuple[str, list[dict]]:
+    """Join the per-method row lists of one configuration; refuse an incomplete or padded set."""
+    config_id, row_lists = item
+    config = configs[config_id]
+    rows = [row for rows in row_lists for row in rows]
+    methods = sorted({row["method"] for row in rows})
+    want_methods = sorted(m.value for m in config.resolved)
+    expected = expected_row_count(config)
+    if methods != want_methods or len(rows) != expected:
+        raise RuntimeError(f"configuration {config_id}: got {len(rows)} rows for methods {methods}, "
+                           f"expected {expected} rows for methods {want_methods}")
+    return config_id, sort_rows(rows)
+
+
+class CertifyConfigs(beam.PTransform):
+    """PCollection[CertifyConfig] -> PCollection[(config_id, rows)], one element per configuration.
+
+    ``rows`` are complete (every resolved method, direction and ε of the configuration) and
+    sorted by :data:`SORT_COLUMNS`. Configurations must have distinct ``config_id``.
+    """
+
+    def __init__(self, progress: ProgressReporter | None = None, label: str | None = None) -> None:
+        super().__init__(label)
+        self._progress = progress
+
+    def expand(self, configs):
+        by_key = configs | "MonteCarloMethods" >> beam.FlatMap(monte_carlo_methods)
+        by_id = configs | "ConfigsById" >> beam.Map(lambda c: (c.config_id, c))
+        monte_carlo = (
+            configs
+            | "PlanShards" >> beam.FlatMap(shard_tasks)
+            | "SpreadShards" >> beam.Reshuffle()
+            | "RunShards" >> beam.ParDo(RunShardFn(self._progress))
+            | "MergeShards" >> beam.CombinePerKey(MergeAccumulatorsFn())
+            | "FinaliseMonteCarlo" >> beam.Map(finalise_monte_carlo, beam.pvalue.AsDict(by_key))
+        )
+        analytic = (
+            configs
+            | "AnalyticMethods" >> beam.FlatMap(analytic_methods)
+            | "SpreadAnalytic" >> beam.Reshuffle()
+            | "ComputeAnalytic" >> beam.Map(compute_analytic)
+        )
+        return (
+            (monte_carlo, analytic)
+            | "AllMethods" >> beam.Flatten()
+            | "GroupByConfig" >> beam.GroupByKey()
+            | "CompleteConfigs" >> beam.Map(complete_config, beam.pvalue.AsDict(by_id))
+        )
