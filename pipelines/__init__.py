@@ -1,0 +1,1 @@
+"""Runnable epscert jobs: one module per job (certify, sweep), each with ``run(argv) -> PipelineResult``."""

@@ -1,0 +1,198 @@
+"""``epscert certify``: one configuration, many shards, and its analytic baselines in one table.
+
+Graph: Create(configurations) -> CertifyConfigs (shards -> RunShards -> CombinePerKey(merge)
+-> finalise, with the analytic methods and baselines in a parallel branch) -> one Parquet
+file, written atomically. Locally the rows are then printed as a table or as JSON lines.
+
+    python -m pipelines.certify --sampler balls_and_bins --sigma 0.35 --steps 1000 \
+        --epsilons 1,2,4,8 --method importance --samples 1000000 --output results.parquet
+
+Flags this module does not know go to Beam's PipelineOptions (``--runner``,
+``--direct_num_workers``, ``--job_endpoint``, Dataflow flags...).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shutil
+import sys
+import tempfile
+from dataclasses import dataclass
+from typing import Sequence, TextIO
+
+import apache_beam as beam
+from apache_beam.options.pipeline_options import TestOptions
+from apache_beam.runners.runner import PipelineResult, PipelineState
+
+from epscert.baselines import baseline_tasks
+from epscert.params import DEFAULT_PLD_DISCRETIZATION, CertifyConfig, Direction, Method, Sampler
+from epscert.shard import auto_shards
+from pipelines.options import (
+    ArgumentParser, RunnerChoice, UsageError, check_unknown_flags, check_writable_file, choose_runner,
+    make_pipeline, parse_floats, parse_int, report_usage_error,
+)
+from pipelines.output import FORMATS, print_rows
+from transforms.certify import CertifyConfigs
+from transforms.progress import ProgressReporter
+from transforms.shards import total_samples
+from transforms.sinks import WriteResults, read_table
+
+PROG = "epscert certify"
+
+
+def _names(kind) -> str:
+    return ", ".join(m.value for m in kind)
+
+
+def build_parser(prog: str = PROG) -> ArgumentParser:
+    parser = ArgumentParser(
+        prog=prog,
+        description="Certify delta(epsilon) of one DP-SGD configuration with sharded Monte Carlo "
+                    "sampling, next to its analytic baselines. Flags not listed here go to Beam "
+                    "(e.g. --runner, --direct_num_workers=2 --direct_running_mode=multi_processing).",
+    )
+    add = parser.add_argument
+    add("--sampler", default=Sampler.BALLS_AND_BINS.value, help=f"batch sampler: {_names(Sampler)} "
+        "(default: %(default)s)")
+    add("--sigma", default="1.0", help="noise multiplier sigma > 0 (default: %(default)s)")
+    add("--steps", default="1000", help="steps T per epoch (default: %(default)s)")
+    add("--epochs", default="1", help="epochs E (default: %(default)s)")
+    add("--epsilons", default="1", help="comma-separated epsilon grid, e.g. 1,2,4,8 (default: %(default)s)")
+    add("--method", default=Method.AUTO.value, help="comma-separated methods: "
+        f"{_names(Method)} (default: %(default)s)")
+    add("--samples", default="100000", help="Monte Carlo samples per direction (default: %(default)s)")
+    add("--error-prob", default="0.01", help="failure probability beta of the upper confidence bound "
+        "(default: %(default)s)")
+    add("--seed", default="0", help="root seed, a non-negative integer (default: %(default)s)")
+    add("--direction", default=Direction.BOTH.value, help=f"adjacency direction: {_names(Direction)} "
+        "(default: %(default)s)")
+    add("--orders", default=None, help="order-statistic ranks as start,stop,step triples, e.g. 1,100,1 "
+        "(default: chosen from T)")
+    add("--shards", default="auto", help="shard count, or 'auto' to size shards at about 20 s of one core "
+        "(default: %(default)s)")
+    add("--pld-discretization", default=str(DEFAULT_PLD_DISCRETIZATION),
+        help="PLD discretization of the dp_accounting baselines (default: %(default)s)")
+    add("--output", default=None, help="Parquet file to write (results schema); required on remote runners "
+        "(default: a temporary file, removed after printing)")
+    add("--format", default="table", choices=FORMATS, help="what to print on stdout: a table or one JSON "
+        "object per row (default: %(default)s)")
+    add("--no-baselines", action="store_true", help="skip the analytic baselines branch")
+    add("--no-progress", action="store_true", help="no progress lines on stderr")
+    return parser
+
+
+def own_flags(parser: ArgumentParser) -> list[str]:
+    return [s for action in parser._actions for s in action.option_strings if s.startswith("--")]  # noqa: SLF001
+
+
+def config_from_args(args) -> CertifyConfig:
+    """The validated configuration, with the shard count resolved ('auto' -> epscert.shard.auto_shards)."""
+    methods = tuple(m.strip() for m in args.method.split(",") if m.strip()) or (args.method,)
+    config = CertifyConfig(
+        sampler=args.sampler, sigma=args.sigma, steps=parse_int("steps", args.steps, 1),
+        epochs=parse_int("epochs", args.epochs, 1), epsilons=parse_floats("epsilons", args.epsilons),
+        methods=methods, samples=parse_int("samples", args.samples, 1), error_prob=args.error_prob,
+        seed=parse_int("seed", args.seed), direction=args.direction, orders=args.orders, shards=1,
+        pld_discretization=args.pld_discretization,
+    )
+    return with_shards(config, args.shards)
+
+
+def with_shards(config: CertifyConfig, shards: str | int) -> CertifyConfig:
+    """``config`` with ``shards`` set: an integer, or 'auto' (the largest auto_shards of its methods)."""
+    if str(shards).strip().lower() == "auto":
+        count = max([auto_shards(config, m) for m in config.resolved if m.is_monte_carlo], default=1)
+    else:
+        count = parse_int("shards", str(shards), 1)
+    return config if count == config.shards else dataclasses.replace(config, shards=count)
+
+
+def job_configs(config: CertifyConfig, baselines: bool) -> list[CertifyConfig]:
+    """``config`` and (optionally) its baselines, one per config_id, skipping methods ``config`` runs."""
+    configs = {config.config_id: config}
+    if baselines:
+        own = {(config.sampler, m) for m in config.resolved}
+        for base, method in baseline_tasks(config):
+            if (base.sampler, method) not in own:
+                configs.setdefault(base.config_id, base)
+    return list(configs.values())
+
+
+@dataclass(frozen=True)
+class CertifyJob:
+    config: CertifyConfig
+    configs: tuple[CertifyConfig, ...]
+    output: str | None
+    fmt: str
+    progress: bool
+    choice: RunnerChoice
+
+
+def prepare(argv: Sequence[str] | None = None, prog: str = PROG) -> CertifyJob:
+    """Parse and validate everything; raises UsageError before any pipeline is built."""
+    parser = build_parser(prog)
+    args, pipeline_args = parser.parse_known_args(list(sys.argv[1:] if argv is None else argv))
+    check_unknown_flags(pipeline_args, own_flags(parser))
+    try:
+        config = config_from_args(args)
+    except ValueError as err:
+        raise UsageError(str(err)) from None
+    choice = choose_runner(pipeline_args)
+    if args.output is None and not choice.local:
+        raise UsageError(f"--output is required with runner={choice.name!r}")
+    if args.output is not None:
+        check_writable_file("output", args.output)
+    return CertifyJob(config, tuple(job_configs(config, not args.no_baselines)), args.output,
+                      args.format, not args.no_progress, choice)
+
+
+def build(pipeline: beam.Pipeline, job: CertifyJob, output: str) -> None:
+    """Add the certify graph to ``pipeline``, writing the results to ``output``."""
+    progress = None
+    if job.progress and job.choice.progress_mode != "off":
+        progress = ProgressReporter(job.choice.progress_mode, total_samples(job.configs))
+    (
+        pipeline
+        | "Configurations" >> beam.Create(list(job.configs))
+        | "Certify" >> CertifyConfigs(progress)
+        | "WriteResults" >> WriteResults(output)
+    )
+
+
+def run(argv: Sequence[str] | None = None, *, wait: bool = True, stdout: TextIO | None = None,
+        prog: str = PROG) -> PipelineResult:
+    """Run the certify job; print the rows on ``stdout`` (default sys.stdout) when it finishes here."""
+    job = prepare(argv, prog)
+    tmpdir = None if job.output is not None else tempfile.mkdtemp(prefix="epscert-certify-")
+    output = job.output if tmpdir is None else os.path.join(tmpdir, "results.parquet")
+    try:
+        pipeline = make_pipeline(job.choice)
+        build(pipeline, job, output)
+        result = pipeline.run()
+        if not wait:
+            return result
+        result.wait_until_finish()
+        dry_run = bool(job.choice.options.view_as(TestOptions).dry_run)
+        if result.state == PipelineState.DONE and not dry_run:
+            rows = read_table(output).to_pylist()
+            print_rows(rows, job.fmt, stdout if stdout is not None else sys.stdout, {job.config.config_id})
+            if job.output is not None:
+                print(f"epscert: wrote {len(rows)} rows to {job.output}", file=sys.stderr)
+        return result
+    finally:
+        if tmpdir is not None and wait:
+            shutil.rmtree(tmpdir, ignore_errors=True)
+
+
+def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
+    """Console entry: 0 on success, 2 on bad input (one line on stderr, no traceback)."""
+    try:
+        result = run(argv, prog=prog)
+    except UsageError as err:
+        return report_usage_error(prog, err)
+    return 0 if result.state in (PipelineState.DONE, None) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(prog="python -m pipelines.certify"))

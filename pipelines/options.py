@@ -1,0 +1,157 @@
+"""What every epscert job shares: flag splitting, runner choice, output checks, usage errors.
+
+``parse_known_args`` splits the job's own flags from runner flags; the rest go to Beam's
+``PipelineOptions`` untouched. With no ``--runner`` the job runs on Beam's pure-Python
+FnApiRunner, which needs no network (Beam's default DirectRunner first tries to download
+the Prism runner).
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import os
+import sys
+import tempfile
+from dataclasses import dataclass
+from typing import Sequence
+
+import apache_beam as beam
+from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, StandardOptions
+from apache_beam.runners.portability.fn_api_runner import FnApiRunner
+
+from transforms.sinks import is_local
+
+#: Runners epscert refuses, with the reason.
+REFUSED_RUNNERS = {
+    "dask": "DaskRunner in Beam 2.77 silently writes empty Parquet files and runs only one branch "
+            "of multi-sink pipelines; use the default runner, PortableRunner, Flink, Spark or Dataflow",
+}
+#: Runners that run workers on this machine (progress lines are visible, outputs are local).
+LOCAL_RUNNERS = ("fnapirunner", "directrunner", "bundlebaseddirectrunner", "switchingdirectrunner",
+                 "prismrunner", "portablerunner")
+
+
+class UsageError(ValueError):
+    """Bad input, found before launch: the CLI prints it on one line and exits with status 2."""
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse with one-line errors (raised as :class:`UsageError`) and no abbreviations.
+
+    Abbreviations stay off so that a runner flag can never be mistaken for a prefix of ours.
+    """
+
+    def __init__(self, *args, **kwargs) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+
+    def error(self, message: str):  # noqa: D401 (argparse API)
+        raise UsageError(message)
+
+
+@dataclass(frozen=True)
+class RunnerChoice:
+    """The runner a job will use and how it should report progress."""
+
+    options: PipelineOptions
+    runner: object | None  # a runner instance, or None to let Beam build the one named by --runner
+    name: str
+    local: bool
+    progress_mode: str  # 'eta', 'shards' or 'off' (see transforms.progress)
+
+
+def parse_int(name: str, text: str, minimum: int = 0) -> int:
+    """An integer flag value, else UsageError naming the field and the value."""
+    try:
+        value = int(text)
+    except (TypeError, ValueError):
+        raise UsageError(f"{name} must be an integer >= {minimum}, got {name}={text!r}") from None
+    if value < minimum:
+        raise UsageError(f"{name} must be an integer >= {minimum}, got {name}={text!r}")
+    return value
+
+
+def parse_floats(name: str, text: str) -> tuple[float, ...]:
+    """Comma-separated numbers, e.g. '1,2,4,8'."""
+    parts = [p.strip() for p in text.split(",") if p.strip()]
+    try:
+        values = tuple(float(p) for p in parts)
+    except ValueError:
+        raise UsageError(f"{name} must be comma-separated numbers, got {name}={text!r}") from None
+    if not values:
+        raise UsageError(f"{name} must be comma-separated numbers, got {name}={text!r}")
+    return values
+
+
+def check_unknown_flags(pipeline_args: Sequence[str], own_flags: Sequence[str]) -> None:
+    """Refuse a flag that neither Beam nor epscert knows but that looks like a misspelt epscert flag.
+
+    Other unknown flags go to Beam unchanged (it warns about the ones it cannot parse).
+    """
+    options = PipelineOptions(list(pipeline_args))
+    known = set(options.get_all_options(display_warnings=False))
+    unknown = set(options.get_all_options(retain_unknown_options=True, display_warnings=False)) - known
+    for name in sorted(unknown):
+        flag = "--" + name
+        close = difflib.get_close_matches(flag, own_flags, n=1)
+        if close:
+            raise UsageError(f"unknown flag {flag}; did you mean {close[0]}?")
+
+
+def choose_runner(pipeline_args: Sequence[str]) -> RunnerChoice:
+    """FnApiRunner unless ``--runner`` names another; DaskRunner refused (see REFUSED_RUNNERS)."""
+    options = PipelineOptions(list(pipeline_args))
+    named = options.view_as(StandardOptions).runner
+    if named is not None and not isinstance(named, str):
+        named = type(named).__name__
+    if named is None:
+        direct = options.view_as(DirectOptions)
+        mode = direct.direct_running_mode or "in_memory"
+        workers = direct.direct_num_workers if direct.direct_num_workers is not None else 1
+        single = mode == "in_memory" or workers == 1
+        return RunnerChoice(options, FnApiRunner(), "FnApiRunner", True, "eta" if single else "shards")
+    short = named.rsplit(".", 1)[-1].lower()
+    for key, reason in REFUSED_RUNNERS.items():
+        if key in short:
+            raise UsageError(f"runner={named!r} is not supported: {reason}")
+    local = short in LOCAL_RUNNERS or short.replace("runner", "") + "runner" in LOCAL_RUNNERS
+    return RunnerChoice(options, None, named, local, "shards" if local else "off")
+
+
+def make_pipeline(choice: RunnerChoice) -> beam.Pipeline:
+    if choice.runner is not None:
+        return beam.Pipeline(runner=choice.runner, options=choice.options)
+    return beam.Pipeline(options=choice.options)
+
+
+def check_writable_file(name: str, path: str) -> None:
+    """Refuse (UsageError) an output file that cannot be created; remote URIs are not probed."""
+    if not is_local(path):
+        return
+    if os.path.isdir(path):
+        raise UsageError(f"{name} must be a file path, got {name}={path!r} (a directory)")
+    check_writable_dir(name, os.path.dirname(os.path.abspath(path)), create=False, shown=path)
+
+
+def check_writable_dir(name: str, path: str, create: bool = True, shown: str | None = None) -> None:
+    """Create ``path`` if asked and prove it writable by creating and removing a temporary file."""
+    if not is_local(path):
+        return
+    shown = path if shown is None else shown
+    try:
+        if create:
+            os.makedirs(path, exist_ok=True)
+        if not os.path.isdir(path):
+            raise UsageError(f"{name} is not writable: directory {path!r} does not exist ({name}={shown!r})")
+        with tempfile.NamedTemporaryFile(dir=path, prefix=".epscert-probe-"):
+            pass
+    except OSError as err:
+        raise UsageError(f"{name} is not writable: {err.strerror} ({name}={shown!r})") from None
+
+
+def report_usage_error(prog: str, err: UsageError) -> int:
+    """Print ``prog: error: message`` on one line and return the exit status 2."""
+    message = " ".join(str(err).split())
+    print(f"{prog}: error: {message}", file=sys.stderr)
+    return 2

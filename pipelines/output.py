@@ -1,0 +1,55 @@
+"""Local sinks for people: a results table on stdout, or one JSON object per row."""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Iterable, TextIO
+
+#: Columns of the human-readable table (the Parquet file has them all).
+TABLE_COLUMNS = ("sampler", "method", "direction", "epsilon", "delta_lower", "delta", "delta_upper",
+                 "std_error", "samples", "guarantee")
+FORMATS = ("table", "json")
+#: Table order of the directions: the reported 'both' first, then its parts.
+DIRECTION_ORDER = {"both": 0, "remove": 1, "add": 2}
+
+
+def _cell(value: object) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "nan"
+        return f"{value:.6g}" if value == 0 or 1e-4 <= abs(value) < 1e6 else f"{value:.4e}"
+    return str(value)
+
+
+def display_order(rows: Iterable[dict], main_ids: set[str]) -> list[dict]:
+    """Rows grouped for comparison: per direction and ε, the certified rows before the baselines."""
+    return sorted(rows, key=lambda r: (DIRECTION_ORDER.get(r["direction"], len(DIRECTION_ORDER)), r["epsilon"],
+                                       r["config_id"] not in main_ids, r["sampler"], r["method"]))
+
+
+def print_table(rows: list[dict], stream: TextIO) -> None:
+    """A fixed-width table of :data:`TABLE_COLUMNS`, one line per row."""
+    cells = [[_cell(row[c]) for c in TABLE_COLUMNS] for row in rows]
+    widths = [max([len(c)] + [len(line[i]) for line in cells]) for i, c in enumerate(TABLE_COLUMNS)]
+    print("  ".join(c.ljust(w) for c, w in zip(TABLE_COLUMNS, widths)).rstrip(), file=stream)
+    print("  ".join("-" * w for w in widths), file=stream)
+    for line in cells:
+        print("  ".join(c.ljust(w) for c, w in zip(line, widths)).rstrip(), file=stream)
+
+
+def print_json(rows: Iterable[dict], stream: TextIO) -> None:
+    """One JSON object per row (every column of the results schema), in file order."""
+    for row in rows:
+        print(json.dumps(row, sort_keys=False), file=stream)
+
+
+def print_rows(rows: list[dict], fmt: str, stream: TextIO, main_ids: set[str] | None = None) -> None:
+    if fmt == "json":
+        print_json(rows, stream)
+    elif fmt == "table":
+        print_table(display_order(rows, main_ids or set()), stream)
+    else:
+        raise ValueError(f"format must be one of {', '.join(FORMATS)}, got format={fmt!r}")

@@ -1,0 +1,213 @@
+"""Sweep specifications: a YAML or JSON file of grids, expanded into validated configurations.
+
+Example (YAML; JSON with the same keys works too)::
+
+    sampler: [balls_and_bins, poisson]
+    sigma: [0.5, 0.7, 1.0]
+    steps: [100, 1000]            # or: dataset_size: 60000 and batch_size: [64, 256]
+    method: auto
+    samples: 100000
+    epsilons: [1, 2, 4, 8]        # the epsilon grid every configuration gets
+    seed: 0
+
+Grid keys take one value or a non-empty list; the sweep is their Cartesian product:
+``sampler, sigma, steps, dataset_size, batch_size, epochs, method, samples, orders, error_prob,
+direction``. Single-valued keys: ``epsilons`` (required), ``seed``, ``shards`` ('auto' or an
+integer), ``pld_discretization``, ``baselines`` (true adds each configuration's analytic
+baselines as configurations of their own).
+
+Steps rule: give ``steps`` (T, steps per epoch), or both ``dataset_size`` n and ``batch_size`` b,
+and then T = n // b: the number of full batches in one epoch (a last, partial batch is dropped,
+as with ``drop_last=True``); b > n is refused. Pairs (n, b) giving the same T give the same
+configuration, which is computed once.
+
+Every configuration of the product is validated (``CertifyConfig``) before any pipeline starts;
+one invalid combination (say importance sampling with epochs > 1) refuses the whole sweep.
+Files are parsed with ``yaml.safe_load`` or ``json.loads`` only.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+from typing import Any, Mapping
+
+import yaml
+from apache_beam.io.filesystem import CompressionTypes
+from apache_beam.io.filesystems import FileSystems
+
+from epscert.baselines import baseline_tasks
+from epscert.params import CertifyConfig
+from pipelines.certify import with_shards
+from pipelines.options import UsageError
+from transforms.sinks import is_local
+
+#: Keys whose value may be a list of alternatives, in product order.
+GRID_KEYS = ("sampler", "sigma", "steps", "dataset_size", "batch_size", "epochs", "method", "samples",
+             "orders", "error_prob", "direction")
+#: Keys with exactly one value.
+SINGLE_KEYS = ("epsilons", "seed", "shards", "pld_discretization", "baselines")
+REQUIRED_KEYS = ("sigma", "epsilons")
+#: Refuse products larger than this before expanding them.
+MAX_CONFIGS = 100_000
+
+
+class SpecError(UsageError):
+    """A sweep specification that cannot run; the message names the key and the value."""
+
+
+def read_text(path: str) -> str:
+    try:
+        if is_local(path):
+            with open(path, encoding="utf-8") as handle:
+                return handle.read()
+        with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as handle:
+            return handle.read().decode("utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        raise SpecError(f"cannot read sweep spec {path!r}: {err}") from None
+
+
+def load_spec(path: str) -> dict:
+    """Parse a spec file: JSON for ``*.json``, YAML (safe loader) otherwise."""
+    text = read_text(path)
+    is_json = os.path.splitext(path)[1].lower() == ".json"
+    try:
+        spec = json.loads(text) if is_json else yaml.safe_load(text)
+    except (json.JSONDecodeError, yaml.YAMLError) as err:
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise SpecError(f"sweep spec {path!r} is not valid {'JSON' if is_json else 'YAML'}: {first}") from None
+    if not isinstance(spec, dict):
+        raise SpecError(f"sweep spec {path!r} must be a mapping of keys to values, got {type(spec).__name__}")
+    return spec
+
+
+def _scalar(key: str, value: Any, allow_none: bool = False) -> Any:
+    if value is None and allow_none:
+        return value
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        raise SpecError(f"sweep spec: {key} values must be numbers or names, got {key}={value!r}")
+    return value
+
+
+def _grid(key: str, value: Any) -> list:
+    values = value if isinstance(value, list) else [value]
+    if not values:
+        raise SpecError(f"sweep spec: grid {key!r} is empty, got {key}=[]")
+    if key == "orders":
+        for v in values:
+            if v is not None and not isinstance(v, str):
+                raise SpecError(f"sweep spec: orders values must be strings like '1,100,1' or null, "
+                                f"got orders={v!r}")
+    else:
+        values = [_scalar(key, v) for v in values]
+    seen = set()
+    for v in values:
+        marker = (type(v).__name__, v)
+        if marker in seen:
+            raise SpecError(f"sweep spec: grid {key!r} lists {v!r} twice")
+        seen.add(marker)
+    return values
+
+
+def _check_keys(spec: Mapping) -> None:
+    allowed = GRID_KEYS + SINGLE_KEYS
+    for key in spec:
+        if key not in allowed:
+            raise SpecError(f"sweep spec: unknown key {key!r}; allowed keys: {', '.join(allowed)}")
+    for key in REQUIRED_KEYS:
+        if key not in spec:
+            raise SpecError(f"sweep spec: missing required key {key!r}")
+    has_steps = "steps" in spec
+    has_n, has_b = "dataset_size" in spec, "batch_size" in spec
+    if has_steps and (has_n or has_b):
+        raise SpecError("sweep spec: give either steps or dataset_size and batch_size, not both "
+                        f"(got steps={spec['steps']!r}, "
+                        f"{'dataset_size' if has_n else 'batch_size'}={spec.get('dataset_size', spec.get('batch_size'))!r})")
+    if not has_steps and not (has_n and has_b):
+        missing = "steps" if not (has_n or has_b) else ("batch_size" if has_n else "dataset_size")
+        raise SpecError(f"sweep spec: missing required key {missing!r} (steps, or dataset_size and batch_size)")
+
+
+def _steps(n: Any, b: Any) -> int:
+    for name, v in (("dataset_size", n), ("batch_size", b)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise SpecError(f"sweep spec: {name} must be an integer >= 1, got {name}={v!r}")
+    if b > n:
+        raise SpecError(f"sweep spec: batch_size must be <= dataset_size, got batch_size={b}, dataset_size={n}")
+    return n // b
+
+
+def _single(spec: Mapping) -> dict:
+    out: dict[str, Any] = {}
+    eps = spec["epsilons"]
+    eps = eps if isinstance(eps, list) else [eps]
+    if not eps:
+        raise SpecError("sweep spec: grid 'epsilons' is empty, got epsilons=[]")
+    out["epsilons"] = tuple(_scalar("epsilons", e) for e in eps)
+    seed = spec.get("seed", 0)
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise SpecError(f"sweep spec: seed must be one non-negative integer, got seed={seed!r}")
+    out["seed"] = seed
+    shards = spec.get("shards", "auto")
+    if shards != "auto" and (isinstance(shards, bool) or not isinstance(shards, int) or shards < 1):
+        raise SpecError(f"sweep spec: shards must be 'auto' or an integer >= 1, got shards={shards!r}")
+    out["shards"] = shards
+    if "pld_discretization" in spec:
+        out["pld_discretization"] = _scalar("pld_discretization", spec["pld_discretization"])
+    baselines = spec.get("baselines", False)
+    if not isinstance(baselines, bool):
+        raise SpecError(f"sweep spec: baselines must be true or false, got baselines={baselines!r}")
+    out["baselines"] = baselines
+    return out
+
+
+def expand(spec: Mapping) -> list[CertifyConfig]:
+    """Every configuration of the spec's product (validated), then baselines; one per config_id."""
+    _check_keys(spec)
+    grids = {key: _grid(key, spec[key]) for key in GRID_KEYS if key in spec}
+    single = _single(spec)
+    size = 1
+    for values in grids.values():
+        size *= len(values)
+    if size > MAX_CONFIGS:
+        raise SpecError(f"sweep spec: the product has {size} configurations, more than {MAX_CONFIGS}")
+    keys = list(grids)
+    configs: dict[str, CertifyConfig] = {}
+    invalid: list[str] = []
+    for index, combo in enumerate(itertools.product(*(grids[k] for k in keys))):
+        point = dict(zip(keys, combo))
+        try:
+            config = _config(point, single)
+        except SpecError:
+            raise
+        except ValueError as err:
+            invalid.append(f"combination {index + 1} of {size} "
+                           f"({', '.join(f'{k}={v!r}' for k, v in point.items())}): {err}")
+            continue
+        configs.setdefault(config.config_id, config)
+    if invalid:
+        more = f" (and {len(invalid) - 1} more invalid combinations)" if len(invalid) > 1 else ""
+        raise SpecError(f"sweep spec: {invalid[0]}{more}")
+    if single["baselines"]:
+        for config in list(configs.values()):
+            for base, _ in baseline_tasks(config):
+                configs.setdefault(base.config_id, base)
+    return list(configs.values())
+
+
+def _config(point: Mapping, single: Mapping) -> CertifyConfig:
+    kwargs = dict(point)
+    if "dataset_size" in kwargs:
+        kwargs["steps"] = _steps(kwargs.pop("dataset_size"), kwargs.pop("batch_size"))
+    if "method" in kwargs:
+        kwargs["methods"] = (kwargs.pop("method"),)
+    kwargs.update(epsilons=single["epsilons"], seed=single["seed"], shards=1)
+    if "pld_discretization" in single:
+        kwargs["pld_discretization"] = single["pld_discretization"]
+    return with_shards(CertifyConfig(**kwargs), single["shards"])
+
+
+def load(path: str) -> list[CertifyConfig]:
+    """:func:`load_spec` then :func:`expand`."""
+    return expand(load_spec(path))
