@@ -15,7 +15,7 @@ from typing import Iterable, Mapping
 
 import numpy as np
 
-from epscert.exactsum import grid_mean, grid_sum
+from epscert.exactsum import grid_mean, grid_sum_rows
 from epscert.params import Direction
 
 
@@ -66,22 +66,33 @@ def create(directions: Iterable[Direction], n_eps: int) -> Accumulator:
     return Accumulator(tuple((d, zero) for d in sorted(set(directions), key=lambda d: d.value)))
 
 
-def y_values(losses: np.ndarray, epsilon: float) -> np.ndarray:
-    """Y = (1 - e^{ε - ℓ})_+ = -expm1(min(ε - ℓ, 0)), in [0, 1]."""
+def y_values(losses: np.ndarray, epsilon: float | np.ndarray) -> np.ndarray:
+    """Y = (1 - e^{ε - ℓ})_+ = -expm1(min(ε - ℓ, 0)), in [0, 1] (ε may broadcast against ℓ)."""
     return -np.expm1(np.minimum(epsilon - losses, 0.0))
 
 
 def add(acc: Accumulator, direction: Direction, losses: np.ndarray, epsilons: tuple[float, ...]) -> Accumulator:
-    """Fold a block of directional losses into ``acc`` for every ε of the grid."""
+    """Fold a block of directional losses into ``acc`` for every ε of the grid.
+
+    All ε at once on an (|grid|, chunk) array, in chunks of ``ADD_CHUNK`` losses so the
+    temporaries stay small; integer sums make the result independent of the chunking.
+    """
+    losses = np.asarray(losses, dtype=np.float64).ravel()
     if np.isnan(losses).any():
         raise FloatingPointError("a sampled privacy loss is NaN")
-    sums_y, sums_y2 = [], []
-    for eps in epsilons:
-        y = y_values(losses, eps)
-        sums_y.append(grid_sum(y))
-        sums_y2.append(grid_sum(y * y))
+    eps = np.asarray(epsilons, dtype=np.float64)[:, None]
+    sums_y, sums_y2 = [0] * len(epsilons), [0] * len(epsilons)
+    for start in range(0, losses.size, ADD_CHUNK):
+        y = y_values(losses[None, start:start + ADD_CHUNK], eps)
+        sums_y = [a + b for a, b in zip(sums_y, grid_sum_rows(y))]
+        y *= y
+        sums_y2 = [a + b for a, b in zip(sums_y2, grid_sum_rows(y))]
     block = DirectionSums(int(losses.size), tuple(sums_y), tuple(sums_y2))
     return merge([acc, Accumulator(((direction, block),))])
+
+
+#: Losses per vectorised chunk of :func:`add` (its temporaries: |grid| x chunk values).
+ADD_CHUNK = 2**15
 
 
 def merge(accumulators: Iterable[Accumulator]) -> Accumulator:

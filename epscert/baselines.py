@@ -25,6 +25,9 @@ def baseline_tasks(config: CertifyConfig) -> list[tuple[CertifyConfig, Method]]:
     """(configuration, analytic method) pairs for the baselines of ``config``'s (σ, T, E, ε)."""
     tasks = []
     for sampler, method in BASELINES:
-        base = dataclasses.replace(config, sampler=sampler, methods=(method,), orders=None)
+        truncation = {}
+        if sampler not in (Sampler.POISSON, Sampler.BALLS_AND_BINS):  # fixed-size batches: never truncated
+            truncation = {"dataset_size": None, "max_batch_size": None}
+        base = dataclasses.replace(config, sampler=sampler, methods=(method,), orders=None, **truncation)
         tasks.append((base, method))
     return tasks

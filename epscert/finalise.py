@@ -20,6 +20,7 @@ from epscert.analytic.poisson import poisson_pld_delta, poisson_rdp_delta
 from epscert.bounds import kl_ucb, standard_error
 from epscert.params import CertifyConfig, Direction, Method, Sampler
 from epscert.samplers import loss_sampler
+from epscert.truncation import truncation_penalty
 
 MC_BOUND_NAME = "kl_chernoff"
 
@@ -32,7 +33,34 @@ def _base(config: CertifyConfig, method: Method, direction: Direction, eps: floa
         "delta_lower": None, "std_error": None, "samples": None, "error_prob": None,
         "seed": None, "orders": None, "scale": None, "bound": None, "guarantee": "estimate",
         "wall_seconds": float(wall), "epscert_version": __version__,
+        "dataset_size": config.dataset_size, "max_batch_size": config.max_batch_size,
     }
+
+
+def apply_truncation(config: CertifyConfig, rows: list[dict]) -> list[dict]:
+    """Add the truncated-batch penalty (1 + e^ε)η to every δ that is an estimate or upper bound.
+
+    Lower bounds of the untruncated mechanism lose the same amount (the coupling works both
+    ways), clamped at 0. The penalty goes into its own column (SPEC §9, epscert.truncation).
+    """
+    if not config.truncated:
+        return rows
+    for row in rows:
+        pen = truncation_penalty(row["epsilon"], config.dataset_size, config.steps, config.epochs,
+                                 config.max_batch_size)
+        row["truncation_penalty"] = pen
+        if row["guarantee"] != "lower_bound":
+            row["delta"] = min(1.0, row["delta"] + pen)
+        if row["delta_upper"] is not None:
+            row["delta_upper"] = min(1.0, row["delta_upper"] + pen)
+        if row["delta_lower"] is not None:
+            row["delta_lower"] = max(0.0, row["delta_lower"] - pen)
+        if row["guarantee"] == "lower_bound":
+            row["delta"] = row["delta_lower"]
+        if row["guarantee"] == "exact":  # exact for the untruncated mechanism only
+            row["guarantee"] = "upper_bound"
+            row["delta_lower"] = None
+    return rows
 
 
 def mc_rows(config: CertifyConfig, method: Method, acc: acc_mod.Accumulator, wall_seconds: float) -> list[dict]:
@@ -46,12 +74,13 @@ def mc_rows(config: CertifyConfig, method: Method, acc: acc_mod.Accumulator, wal
         sums = acc[direction]
         scale = math.exp(sampler.log_scale(direction))
         per_dir[direction] = []
+        ucbs = monotone_ucbs([sums.mean(i) for i in range(len(config.epsilons))], sums.count, beta, scale)
         for i, eps in enumerate(config.epsilons):
             mean = sums.mean(i)
             row = _base(config, method, direction, eps, wall_seconds)
             row.update(
                 delta=scale * mean,
-                delta_upper=kl_ucb(scale * mean, sums.count, beta, scale=scale),
+                delta_upper=ucbs[i],
                 std_error=standard_error(mean, sums.mean_sq(i), sums.count, scale),
                 samples=sums.count, error_prob=beta, seed=str(config.seed),
                 orders=config.orders if method.uses_order_stats else None,
@@ -67,7 +96,21 @@ def mc_rows(config: CertifyConfig, method: Method, acc: acc_mod.Accumulator, wal
                        delta=max(per_dir[d][i]["delta"] for d in parts),
                        delta_upper=max(per_dir[d][i]["delta_upper"] for d in parts))
             rows.append(row)
-    return rows
+    return apply_truncation(config, rows)
+
+
+def monotone_ucbs(means: list[float], count: int, beta: float, scale: float) -> list[float]:
+    """KL–Chernoff UCBs over an ascending ε grid, made non-increasing in ε.
+
+    One sample set serves the whole grid, so p̂(ε) is non-increasing and so is the exact
+    UCB (SPEC §8). The running max from the right removes any last-ulp wobble of the
+    numerical solution; it can only raise a bound, so each stays valid at β, and the
+    curve is monotone, which the ε(δ) inversion relies on (no union bound over the grid).
+    """
+    ucbs = [kl_ucb(scale * m, count, beta, scale=scale) for m in means]
+    for i in range(len(ucbs) - 2, -1, -1):
+        ucbs[i] = max(ucbs[i], ucbs[i + 1])
+    return ucbs
 
 
 def analytic_values(config: CertifyConfig, method: Method, direction: Direction) -> tuple[np.ndarray, str, str]:
@@ -109,4 +152,4 @@ def analytic_rows(config: CertifyConfig, method: Method, wall_seconds: float = 0
             if guarantee in ("exact", "lower_bound"):
                 row["delta_lower"] = float(val)
             rows.append(row)
-    return rows
+    return apply_truncation(config, rows)

@@ -52,16 +52,20 @@ def normal_below(rng: np.random.Generator, bound: np.ndarray | float, shape: tup
     if not np.all(easy):  # rows with acceptance < 1/2: inverse CDF for the whole row
         rows = np.flatnonzero(~easy)
         z[rows] = _inverse_below(rng, log_accept[rows, None], (rows.size, k))
-    bad_r, bad_c = np.nonzero(z > b[:, None])
+    # Flat indices of the rejected entries, in row-major order (np.flatnonzero is ~10x faster
+    # than a 2-D np.nonzero); fresh draws are assigned in that order, round after round.
+    bad = np.flatnonzero(z > b[:, None])
+    flat = z.reshape(-1)
+    bad_b = b[bad // k]
     for _ in range(REJECTION_ROUNDS):
-        if bad_r.size == 0:
+        if bad.size == 0:
             return z
-        fresh = rng.standard_normal(bad_r.size)
-        z[bad_r, bad_c] = fresh
-        keep = fresh > b[bad_r]
-        bad_r, bad_c = bad_r[keep], bad_c[keep]
-    if bad_r.size:
-        z[bad_r, bad_c] = _inverse_below(rng, log_accept[bad_r], (bad_r.size,))
+        fresh = rng.standard_normal(bad.size)
+        flat[bad] = fresh
+        keep = fresh > bad_b
+        bad, bad_b = bad[keep], bad_b[keep]
+    if bad.size:
+        flat[bad] = _inverse_below(rng, log_accept[bad // k], (bad.size,))
     return z
 
 
@@ -82,9 +86,14 @@ def max_at_least(rng: np.random.Generator, c: float, steps: int, log_s: float, n
     return np.maximum(m, c)  # guards the last ulp: the law puts no mass below c
 
 
-def logsumexp_rows(a: np.ndarray) -> np.ndarray:
-    """log Σ_j exp(a[i, j]) for each row, overwriting ``a`` (no scipy overhead)."""
-    top = a.max(axis=1)
+def logsumexp_rows(a: np.ndarray, top: np.ndarray | None = None) -> np.ndarray:
+    """log Σ_j exp(a[i, j]) for each row, overwriting ``a`` (no scipy overhead).
+
+    ``top`` may pass the row maxima when the caller knows them (saves one pass); any
+    finite shift gives the same value, the maximum keeps every exp in [0, 1].
+    """
+    if top is None:
+        top = a.max(axis=1)
     a -= top[:, None]
     np.exp(a, out=a)
     return np.log(a.sum(axis=1)) + top

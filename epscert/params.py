@@ -205,6 +205,8 @@ class CertifyConfig:
     orders: str | Sequence[int] | None = None
     shards: int = 1
     pld_discretization: float = DEFAULT_PLD_DISCRETIZATION
+    dataset_size: int | None = None
+    max_batch_size: int | None = None
     resolved: tuple[Method, ...] = field(init=False, default=())
     ranks: tuple[int, ...] | None = field(init=False, default=None)
 
@@ -242,6 +244,7 @@ class CertifyConfig:
         self._check_importance()
         self._check_orders()
         self._check_memory()
+        self._check_truncation()
 
     # -- validation helpers -------------------------------------------------------------------
     @staticmethod
@@ -304,6 +307,23 @@ class CertifyConfig:
         object.__setattr__(self, "ranks", ranks)
         object.__setattr__(self, "orders", compress_orders(ranks))
 
+    def _check_truncation(self) -> None:
+        """Truncated batches (SPEC §9): n and B together, for the Binomial-batch samplers only."""
+        if self.dataset_size is None and self.max_batch_size is None:
+            return
+        if self.dataset_size is None or self.max_batch_size is None:
+            raise ValueError(f"dataset_size and max_batch_size go together, got dataset_size={self.dataset_size!r}, "
+                             f"max_batch_size={self.max_batch_size!r}")
+        if self.sampler not in (Sampler.POISSON, Sampler.BALLS_AND_BINS):
+            raise ValueError(f"truncated batches apply to poisson and balls_and_bins (Binomial batch sizes), "
+                             f"got sampler={self.sampler.value!r} with max_batch_size={self.max_batch_size!r}")
+        object.__setattr__(self, "dataset_size", check_int("dataset_size", self.dataset_size, 1))
+        object.__setattr__(self, "max_batch_size", check_int("max_batch_size", self.max_batch_size, 1))
+
+    @property
+    def truncated(self) -> bool:
+        return self.max_batch_size is not None
+
     def _check_memory(self) -> None:
         for m in self.resolved:
             if not m.is_monte_carlo:
@@ -325,6 +345,7 @@ class CertifyConfig:
             "error_prob": self.error_prob, "seed": self.seed, "direction": self.direction.value,
             "orders": self.orders, "shards": self.shards,
             "pld_discretization": self.pld_discretization,
+            "dataset_size": self.dataset_size, "max_batch_size": self.max_batch_size,
         }
 
     @property
@@ -336,10 +357,13 @@ class CertifyConfig:
         """Integer key of everything that shapes a method's samples (SPEC §10 ``config_key``).
 
         Sample count, error probability and shard count are left out: they do not change
-        what one block of samples is, only how many blocks are drawn.
+        what one block of samples is, only how many blocks are drawn. σ is left out on
+        purpose: configurations that differ only in σ draw the same underlying normals and
+        uniforms (common random numbers, SPEC §8), which makes σ searches and sweeps smooth.
+        Each configuration's own result is unaffected: its samples are still i.i.d.
         """
         payload = {
-            "sampler": self.sampler.value, "sigma": self.sigma, "steps": self.steps,
+            "sampler": self.sampler.value, "steps": self.steps,
             "epochs": self.epochs, "method": method.value,
             "orders": self.orders if method.uses_order_stats else None,
             "epsilon0": min(self.epsilons) if method.uses_importance else None,

@@ -11,6 +11,7 @@ optimistic mode (``pessimistic_estimate=False``), which also only drops or lower
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -61,6 +62,22 @@ def _rounded_pmf(log_mass: np.ndarray, log_other: np.ndarray, interval: float) -
     return pmf, inf_mass
 
 
+@functools.lru_cache(maxsize=16)
+def composed_lower_pld(sigma: float, steps: int, epochs: int, pair: str, direction: Direction,
+                       discretization: float, eps_hint: float) -> pld_lib.PrivacyLossDistribution:
+    """The E-fold composed PLD of the sliced one-epoch pair, for one direction (a lower bound)."""
+    if direction is Direction.BOTH:
+        raise ValueError("composed_lower_pld needs direction remove or add, got direction='both'")
+    log_p, log_q = sliced_pair(sigma, steps, pair, eps_hint)
+    if direction is Direction.REMOVE:
+        pmf, inf_mass = _rounded_pmf(log_p, log_q, discretization)
+    else:
+        pmf, inf_mass = _rounded_pmf(log_q, log_p, discretization)
+    pld = pld_lib.PrivacyLossDistribution.create_from_rounded_probability(
+        pmf, inf_mass, discretization, pessimistic_estimate=False)
+    return pld.self_compose(epochs) if epochs > 1 else pld
+
+
 def composed_lower_bound(sigma: float, steps: int, epochs: int, epsilons, pair: str,
                          direction: Direction, discretization: float) -> np.ndarray:
     """Lower bound on δ(ε) of E epochs (E-fold product of the one-epoch pair)."""
@@ -69,13 +86,6 @@ def composed_lower_bound(sigma: float, steps: int, epochs: int, epsilons, pair: 
         return np.maximum(
             composed_lower_bound(sigma, steps, epochs, eps, pair, Direction.REMOVE, discretization),
             composed_lower_bound(sigma, steps, epochs, eps, pair, Direction.ADD, discretization))
-    log_p, log_q = sliced_pair(sigma, steps, pair, float(eps.max()) / epochs)
-    if direction is Direction.REMOVE:
-        pmf, inf_mass = _rounded_pmf(log_p, log_q, discretization)
-    else:
-        pmf, inf_mass = _rounded_pmf(log_q, log_p, discretization)
-    pld = pld_lib.PrivacyLossDistribution.create_from_rounded_probability(
-        pmf, inf_mass, discretization, pessimistic_estimate=False)
-    if epochs > 1:
-        pld = pld.self_compose(epochs)
+    pld = composed_lower_pld(float(sigma), int(steps), int(epochs), pair, direction, float(discretization),
+                             float(eps.max()) / epochs)
     return np.maximum(np.asarray(pld.get_delta_for_epsilon([float(e) for e in eps])), 0.0)

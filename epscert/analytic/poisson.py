@@ -17,9 +17,16 @@ from dp_accounting.pld import privacy_loss_distribution as pld_lib
 from epscert.params import Direction
 
 
-@functools.lru_cache(maxsize=32)
+@functools.lru_cache(maxsize=8)
 def _composed_pld(sigma: float, steps: int, epochs: int, discretization: float,
                   pessimistic: bool) -> pld_lib.PrivacyLossDistribution:
+    """Cached :func:`composed_pld` (one certification asks for the same PLD several times)."""
+    return composed_pld(sigma, steps, epochs, discretization, pessimistic)
+
+
+def composed_pld(sigma: float, steps: int, epochs: int, discretization: float,
+                 pessimistic: bool) -> pld_lib.PrivacyLossDistribution:
+    """PLD of T·E Poisson-subsampled Gaussian steps with q = 1/T."""
     single = pld_lib.from_gaussian_mechanism(
         standard_deviation=sigma, sensitivity=1.0, sampling_prob=1.0 / steps,
         pessimistic_estimate=pessimistic, value_discretization_interval=discretization,

@@ -29,7 +29,7 @@ from epscert.gauss import (
     normal_below,
 )
 from epscert.orderstats import (
-    gaussian_order_stats,
+    gaussian_order_stats_by_rank,
     lower_tail_weights,
     upper_tail_weights,
     usable_ranks,
@@ -133,21 +133,33 @@ class BallsAndBinsSampler(LossSampler):
         return self.offset - logsumexp_rows(a)
 
     # -- order statistics (Algorithm 6, SPEC §5) ----------------------------------------------
+    # Rank-major (R, n) arrays. The shift of each log-sum is a known near-maximum: the term of
+    # the top rank (weight 1 for ADD) or x_1/σ², M/σ². Every other term is at most
+    # log T above it (v_j <= v_1 and log w_j <= log T), so no exp overflows, and the
+    # shifted sum is >= 1, so none underflows: the same value as with the exact maximum.
     def _upper_terms(self, rng, n: int, d: int, log_cdf_bound) -> np.ndarray:
-        """log-terms v_j/σ² + log w_j bounding Σ of d conditioned coordinates from above."""
+        """(R, n) log-terms v_j/σ + log w_j bounding Σ of d conditioned coordinates from above."""
         ranks = usable_ranks(self.ranks, d)
-        v = gaussian_order_stats(rng, ranks, d, n, log_cdf_bound)
-        return v * self.inv_sigma + upper_tail_weights(ranks, d)
+        v = gaussian_order_stats_by_rank(rng, ranks, d, n, log_cdf_bound)
+        v *= self.inv_sigma
+        v += upper_tail_weights(ranks, d)[:, None]
+        return v
+
+    def _lower_terms(self, rng, n: int, log_cdf_bound: float) -> np.ndarray:
+        """(R, n) log-terms v_j/σ + log(k_j - k_{j-1}) bounding Σ of the T coordinates from below."""
+        v = gaussian_order_stats_by_rank(rng, self.ranks, self.steps, n, log_cdf_bound)
+        v *= self.inv_sigma
+        v += lower_tail_weights(self.ranks)[:, None]
+        return v
 
     def _order_remove(self, rng: np.random.Generator, n: int) -> np.ndarray:
         a1 = rng.standard_normal(n) * self.inv_sigma + self.inv_var
         terms = self._upper_terms(rng, n, self.steps - 1, 0.0)
-        return logsumexp_rows(np.column_stack([a1, terms])) - self.offset
+        return _log_sum(np.maximum(a1, terms[0]), terms, a1) - self.offset
 
     def _order_add(self, rng: np.random.Generator, n: int) -> np.ndarray:
-        v = gaussian_order_stats(rng, self.ranks, self.steps, n)
-        terms = v * self.inv_sigma + lower_tail_weights(self.ranks)
-        return self.offset - logsumexp_rows(terms)
+        terms = self._lower_terms(rng, n, 0.0)
+        return self.offset - _log_sum(terms[0].copy(), terms)
 
     # -- importance + order statistics (Appendix B.3, SPEC §6) --------------------------------
     def _combined_remove(self, rng: np.random.Generator, n: int) -> np.ndarray:
@@ -156,19 +168,28 @@ class BallsAndBinsSampler(LossSampler):
         out = np.empty(n)
         rows = np.flatnonzero(first)  # max at coordinate 1: x_1 = 1 + M
         if rows.size:
-            a1 = m[rows] * self.inv_sigma + self.inv_var
+            a1 = m[rows] * self.inv_sigma + self.inv_var  # >= every other term's v_j/σ
             terms = self._upper_terms(rng, rows.size, self.steps - 1, log_cdf_m[rows])
-            out[rows] = logsumexp_rows(np.column_stack([a1, terms]))
+            out[rows] = _log_sum(a1.copy(), terms, a1)
         rows = np.flatnonzero(~first)  # max at coordinate 2, x_1 = 1 + y_1 with y_1 <= M
         if rows.size:
             y1 = normal_below(rng, m[rows], (rows.size, 1))[:, 0]
             a1 = y1 * self.inv_sigma + self.inv_var
             am = m[rows] * self.inv_sigma
             terms = self._upper_terms(rng, rows.size, self.steps - 2, log_cdf_m[rows])
-            out[rows] = logsumexp_rows(np.column_stack([a1, am, terms]))
+            out[rows] = _log_sum(np.maximum(a1, am), terms, a1, am)
         return out - self.offset
 
     def _combined_add(self, rng: np.random.Generator, n: int) -> np.ndarray:
-        v = gaussian_order_stats(rng, self.ranks, self.steps, n, float(special.log_ndtr(self.b_add)))
-        terms = v * self.inv_sigma + lower_tail_weights(self.ranks)
-        return self.offset - logsumexp_rows(terms)
+        terms = self._lower_terms(rng, n, float(special.log_ndtr(self.b_add)))
+        return self.offset - _log_sum(terms[0].copy(), terms)
+
+
+def _log_sum(shift: np.ndarray, terms: np.ndarray, *singles: np.ndarray) -> np.ndarray:
+    """shift + log(Σ_j e^{terms[j] - shift} + Σ_s e^{s - shift}), per column; overwrites ``terms``."""
+    terms -= shift
+    np.exp(terms, out=terms)
+    total = terms.sum(axis=0)
+    for single in singles:
+        total += np.exp(single - shift)
+    return np.log(total) + shift

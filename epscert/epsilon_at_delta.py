@@ -1,0 +1,210 @@
+"""Certified ε(δ): from one shared Monte Carlo sample set over an ε grid (SPEC §8).
+
+Monotonicity. With one sample set for the whole grid, every sample's value
+Y(ε) = (1 - e^{ε-ℓ})_+ is non-increasing in ε, so p̂(ε) is, and so is the KL–Chernoff
+UCB(ε) (same m, same scale s; :func:`epscert.finalise.monotone_ucbs` enforces it to the
+last ulp). Then
+
+    ε̂(δ) = min{ε in grid : UCB(ε) <= δ}
+
+is an upper confidence bound on the true ε(δ) at level β with no union bound over the
+grid, even when the grid is chosen after looking at the same samples: if ε̂ < ε* = ε(δ),
+monotonicity gives UCB(ε*) <= UCB(ε̂) <= δ = δ(ε*) (δ(·) is continuous), an event of
+probability <= β at the single fixed point ε*. This is why the refinement may reuse
+samples.
+
+Refinement: a coarse grid brackets each crossing, then a fine grid of ``fine_points``
+values between the bracketing points. Without importance sampling the fine pass uses the
+same seed, so its samples are the coarse pass's samples. With importance sampling the
+event depends on the smallest ε of the grid, so the fine pass conditions on the lower end
+of the bracket: it draws a new, independent sample set, and the certificate comes from
+that pass alone (its grid was fixed before its samples were drawn).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from typing import Sequence
+
+import numpy as np
+
+from epscert.analytic.composed import composed_lower_pld
+from epscert.analytic.cube import cube_lower_bound
+from epscert.analytic.deterministic import deterministic_delta
+from epscert.analytic.poisson import _composed_pld
+from epscert.api import certify_config
+from epscert.baselines import baseline_tasks
+from epscert.finalise import _base
+from epscert.inverse import epsilon_for_delta
+from epscert.params import CertifyConfig, Direction, Method, Sampler, check_float
+from epscert.truncation import truncation_penalty
+
+DEFAULT_COARSE_GRID = (0.0, 0.125, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0,
+                       10.0, 12.0, 16.0, 20.0, 24.0, 32.0, 40.0, 48.0, 64.0)
+FINE_POINTS = 32
+#: ε values scanned for a feasible point when the truncation penalty makes δ(ε) non-monotone.
+TRUNCATION_SCAN = tuple(np.linspace(0.0, 64.0, 513).tolist())
+
+
+def check_deltas(deltas: Sequence[float]) -> tuple[float, ...]:
+    if isinstance(deltas, (int, float)):
+        deltas = (deltas,)
+    values = tuple(check_float("delta", d, low=0.0, low_open=True, high=1.0) for d in deltas)
+    if not values:
+        raise ValueError("deltas must be a non-empty list, got deltas=[]")
+    return values
+
+
+def _curve(table, direction: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    rows = sorted((r for r in table.to_pylist() if r["direction"] == direction), key=lambda r: r["epsilon"])
+    return (np.array([r["epsilon"] for r in rows]), np.array([r["delta"] for r in rows]),
+            np.array([r["delta_upper"] for r in rows]))
+
+
+def _first_below(eps: np.ndarray, values: np.ndarray, target: float) -> float:
+    hits = np.flatnonzero(values <= target)
+    return float(eps[hits[0]]) if hits.size else math.inf
+
+
+def _brackets(coarse: np.ndarray, ucb: np.ndarray, deltas: Sequence[float]) -> dict[float, tuple[float, float]]:
+    """For each δ whose crossing the coarse pass found: (lower end, one coarse step above it)."""
+    out = {}
+    for delta in deltas:
+        hi = _first_below(coarse, ucb, delta)
+        if math.isfinite(hi):
+            k = int(np.searchsorted(coarse, hi))
+            out[delta] = (float(coarse[k - 1]) if k > 0 else hi, float(coarse[min(k + 1, coarse.size - 1)]))
+    return out
+
+
+def mc_epsilon_rows(config: CertifyConfig, method: Method, deltas: Sequence[float],
+                    coarse: Sequence[float] = DEFAULT_COARSE_GRID, fine_points: int = FINE_POINTS) -> list[dict]:
+    """ε-at-δ rows of one Monte Carlo method (coarse search, then the certifying fine pass).
+
+    Truncated batches: the penalty (1 + e^ε)η grows with ε while the UCB falls, so the
+    criterion is made monotone by charging every fine-grid point the penalty at the top
+    of its bracket, pen_cap. The coarse (search) pass then uses an independent seed, so
+    that the grid and pen_cap are fixed before the certifying samples are drawn; with
+    target' = δ - pen_cap the argument of the module docstring applies, and at ε̂ the
+    truncated mechanism has δ(ε̂) + pen(ε̂) <= target' + pen_cap = δ.
+    """
+    deltas = check_deltas(deltas)
+    start = time.perf_counter()
+    direction = config.direction.value
+    plain = dataclasses.replace(config, methods=(method,), dataset_size=None, max_batch_size=None)
+    search_seed = (config.seed + 1) % 2**128 if config.truncated else config.seed
+    c_eps, c_mean, c_ucb = _curve(certify_config(dataclasses.replace(
+        plain, epsilons=tuple(coarse), seed=search_seed)), direction)
+    brackets = _brackets(c_eps, c_ucb, deltas)
+    grid = sorted({e for lo, top in brackets.values() for e in np.linspace(lo, top, fine_points + 1).tolist()})
+    f_eps, f_mean, f_ucb = c_eps, c_mean, c_ucb
+    if grid:
+        f_eps, f_mean, f_ucb = _curve(certify_config(dataclasses.replace(plain, epsilons=tuple(grid))), direction)
+        if not method.uses_importance and not config.truncated:  # same samples: coarse points count too
+            order = np.argsort(np.concatenate([c_eps, f_eps]), kind="stable")
+            f_eps = np.concatenate([c_eps, f_eps])[order]
+            f_mean = np.concatenate([c_mean, f_mean])[order]
+            f_ucb = np.concatenate([c_ucb, f_ucb])[order]
+    wall = time.perf_counter() - start
+    rows = []
+    for delta in deltas:
+        pen_cap, eps_up = 0.0, math.inf
+        if delta in brackets:
+            top = brackets[delta][1]
+            if config.truncated:
+                pen_cap = _penalty(config, top)
+            ok = (f_ucb + pen_cap <= delta) & (f_eps <= top if config.truncated else True)
+            eps_up = float(f_eps[np.flatnonzero(ok)[0]]) if ok.any() else math.inf
+        pens = np.array([_penalty(config, e) for e in f_eps]) if config.truncated else 0.0
+        row = _base(config, method, config.direction, _first_below(f_eps, f_mean + pens, delta), wall)
+        row.update(quantity="epsilon_at_delta", target_delta=delta, delta=delta, epsilon_upper=eps_up,
+                   samples=config.samples, error_prob=config.error_prob, seed=str(config.seed),
+                   orders=config.orders if method.uses_order_stats else None,
+                   bound="kl_chernoff_shared_grid", truncation_penalty=pen_cap if config.truncated else None,
+                   guarantee="conjecture" if config.sampler in (Sampler.SHUFFLE, Sampler.SHUFFLE_PERSISTENT)
+                   else "mc_upper_confidence")
+        rows.append(row)
+    return rows
+
+
+def _penalty(config: CertifyConfig, eps: float) -> float:
+    return truncation_penalty(eps, config.dataset_size, config.steps, config.epochs, config.max_batch_size)
+
+
+def _delta_curve(config: CertifyConfig, method: Method, direction: Direction):
+    """δ(ε) of an analytic method for one direction, as a function of one ε."""
+    s, T, E = config.sigma, config.steps, config.epochs
+    if method is Method.EXACT:
+        return lambda e: float(deterministic_delta(s, E, e))
+    if method in (Method.PLD_UPPER, Method.PLD_LOWER):
+        pld = _composed_pld(float(s), int(T), int(E), float(config.pld_discretization), method is Method.PLD_UPPER)
+        pmf = pld._pmf_remove if direction is Direction.REMOVE else pld._pmf_add  # noqa: SLF001
+        return lambda e: float(pmf.get_delta_for_epsilon(e))
+    if method is Method.CUBE_LOWER_BOUND:
+        pair = "balls_and_bins" if config.sampler is Sampler.BALLS_AND_BINS else "shuffle"
+        persistent = config.sampler is Sampler.SHUFFLE_PERSISTENT
+        sigma, epochs = (s / math.sqrt(E), 1) if persistent else (s, E)
+        if epochs == 1:
+            return lambda e: float(cube_lower_bound(sigma, T, [e], pair, direction)[0])
+        pld = composed_lower_pld(float(sigma), int(T), int(epochs), pair, direction,
+                                 float(config.pld_discretization), 16.0 / epochs)
+        return lambda e: float(pld.get_delta_for_epsilon(e))
+    raise ValueError(f"no ε(δ) for method={method.value!r}")
+
+
+def _analytic_epsilon(config: CertifyConfig, method: Method, delta: float, direction: Direction,
+                      upper: bool) -> float:
+    """ε(δ) of an analytic curve for one direction (with the truncation penalty if any).
+
+    An upper curve u(ε) + pen(ε) <= δ at the returned point certifies (ε, δ) there; a lower
+    curve l(ε) - pen(ε) is non-increasing, and ε below its crossing has δ_true(ε) > δ.
+    """
+    curve = _delta_curve(config, method, direction)
+    if not config.truncated:
+        return epsilon_for_delta(curve, delta, "upper" if upper else "lower")
+    sign = 1.0 if upper else -1.0
+    charged = lambda e: min(1.0, max(0.0, curve(e) + sign * _penalty(config, e)))  # noqa: E731
+    if not upper:  # l(ε) - pen(ε) is non-increasing
+        return epsilon_for_delta(charged, delta, "lower")
+    # u + pen falls then rises: find a feasible point on a scan, then bisect below it
+    feasible = [e for e in TRUNCATION_SCAN if charged(e) <= delta]
+    if not feasible:
+        return math.inf
+    return epsilon_for_delta(charged, delta, "upper", hi=feasible[0])
+
+
+def analytic_epsilon_rows(config: CertifyConfig, method: Method, deltas: Sequence[float]) -> list[dict]:
+    """ε-at-δ rows of an analytic method (the max over the requested directions)."""
+    deltas = check_deltas(deltas)
+    start = time.perf_counter()
+    parts = (Direction.REMOVE,) if method is Method.EXACT else config.direction.parts()
+    rows = []
+    for delta in deltas:
+        guarantee = {Method.EXACT: "exact", Method.PLD_UPPER: "upper_bound"}.get(method, "lower_bound")
+        if guarantee == "exact" and config.truncated:
+            guarantee = "upper_bound"
+        eps = max(_analytic_epsilon(config, method, delta, d, guarantee != "lower_bound") for d in parts)
+        row = _base(config, method, config.direction, eps, time.perf_counter() - start)
+        row.update(quantity="epsilon_at_delta", target_delta=delta, delta=delta, guarantee=guarantee,
+                   bound={Method.EXACT: "gaussian_closed_form", Method.PLD_UPPER: "pld_pessimistic",
+                          Method.PLD_LOWER: "pld_optimistic"}.get(method, "cube"),
+                   epsilon_upper=eps if guarantee in ("exact", "upper_bound") else None,
+                   epsilon_lower=eps if guarantee in ("exact", "lower_bound") else None)
+        rows.append(row)
+    return rows
+
+
+def epsilon_report(config: CertifyConfig, deltas: Sequence[float], baselines: bool = True) -> list[dict]:
+    """ε(δ) rows: each Monte Carlo method of ``config`` certified, plus the analytic baselines."""
+    rows: list[dict] = []
+    for method in config.resolved:
+        if method.is_monte_carlo:
+            rows.extend(mc_epsilon_rows(config, method, deltas))
+        elif method is not Method.RDP_UPPER:
+            rows.extend(analytic_epsilon_rows(config, method, deltas))
+    if baselines:
+        for base, method in baseline_tasks(config):
+            rows.extend(analytic_epsilon_rows(base, method, deltas))
+    return rows
