@@ -5,11 +5,12 @@ the results schema.
 """
 
 from epscert._version import __version__
+from epscert.accountant import Accountant
 from epscert.api import certify, certify_config
 from epscert.params import CertifyConfig, Direction, Method, Sampler
 from epscert.schema import RESULTS_SCHEMA
 
 __all__ = [
-    "RESULTS_SCHEMA", "CertifyConfig", "Direction", "Method", "Sampler", "__version__",
+    "Accountant", "RESULTS_SCHEMA", "CertifyConfig", "Direction", "Method", "Sampler", "__version__",
     "certify", "certify_config",
 ]
