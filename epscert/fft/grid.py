@@ -130,13 +130,13 @@ def place_continuous(grid: Grid, rounding: Rounding, cdf: CdfPair, inf_mass: flo
         pmf[0] = max(float(f[0]), 0.0)
         pmf[1:] = _cell_masses(f[:-1], s[:-1], f[1:], s[1:])
         top = max(float(s[-1]), inf_mass, 1.0 - float(np.sum(pmf)) + mass_error(pmf), 0.0)
-        return GridPLD(pmf, min(top, 1.0), rounding, PLACEMENT_ROUNDOFF_UNITS * UNIT_ROUNDOFF)
+        return GridPLD(pmf, min(top, 1.0), rounding, PLACEMENT_ROUNDOFF_UNITS * UNIT_ROUNDOFF + mass_error(pmf))
     f, s = cdf(x + slack)  # cell [e_i, e_{i+1}) -> x_i, e_i = x_i + slack >= x_i
     pmf = np.empty(n)
     pmf[:-1] = _cell_masses(f[:-1], s[:-1], f[1:], s[1:])
     pmf[-1] = max(float(s[-1]) - inf_mass, 0.0)
-    return GridPLD(_cap_mass(pmf, 1.0 - inf_mass), inf_mass, rounding,
-                   PLACEMENT_ROUNDOFF_UNITS * UNIT_ROUNDOFF)
+    pmf = _cap_mass(pmf, 1.0 - inf_mass)
+    return GridPLD(pmf, inf_mass, rounding, PLACEMENT_ROUNDOFF_UNITS * UNIT_ROUNDOFF + mass_error(pmf))
 
 
 def place_atoms(grid: Grid, rounding: Rounding, values, probs, inf_mass: float = 0.0) -> GridPLD:
@@ -165,8 +165,11 @@ def place_atoms(grid: Grid, rounding: Rounding, values, probs, inf_mass: float =
 
 
 def _cap_mass(pmf: np.ndarray, total: float) -> np.ndarray:
-    """Scale ``pmf`` down if round-off made its mass exceed ``total`` (DOWN must not gain mass)."""
-    mass = float(np.sum(pmf)) + mass_error(pmf)
+    """Scale ``pmf`` down if round-off made its mass exceed ``total`` (DOWN must not gain mass).
+
+    An excess below the summation error ``mass_error`` may remain; it is part of ``cdf_error``.
+    """
+    mass = float(np.sum(pmf))
     if mass > total:
         pmf = pmf * (total / mass) * (1.0 - 2 * UNIT_ROUNDOFF)
     return pmf
