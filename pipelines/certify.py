@@ -50,7 +50,8 @@ def build_parser(prog: str = PROG) -> ArgumentParser:
         prog=prog,
         description="Certify delta(epsilon) of one DP-SGD configuration with sharded Monte Carlo "
                     "sampling, next to its analytic baselines. Flags not listed here go to Beam "
-                    "(e.g. --runner, --direct_num_workers=2 --direct_running_mode=multi_processing).",
+                    "(e.g. --runner, --direct_num_workers=2 --direct_running_mode=multi_processing). "
+                    "Hyphenated flags also take Beam-style underscores (--error_prob).",
     )
     add = parser.add_argument
     add("--sampler", default=Sampler.BALLS_AND_BINS.value, help=f"batch sampler: {_names(Sampler)} "
@@ -62,7 +63,7 @@ def build_parser(prog: str = PROG) -> ArgumentParser:
     add("--method", default=Method.AUTO.value, help="comma-separated methods: "
         f"{_names(Method)} (default: %(default)s)")
     add("--samples", default="100000", help="Monte Carlo samples per direction (default: %(default)s)")
-    add("--error-prob", default="0.01", help="failure probability beta of the upper confidence bound "
+    add("--error-prob", "--error_prob", default="0.01", help="failure probability beta of the upper confidence bound "
         "(default: %(default)s)")
     add("--seed", default="0", help="root seed, a non-negative integer (default: %(default)s)")
     add("--direction", default=Direction.BOTH.value, help=f"adjacency direction: {_names(Direction)} "
@@ -71,19 +72,15 @@ def build_parser(prog: str = PROG) -> ArgumentParser:
         "(default: chosen from T)")
     add("--shards", default="auto", help="shard count, or 'auto' to size shards at about 20 s of one core "
         "(default: %(default)s)")
-    add("--pld-discretization", default=str(DEFAULT_PLD_DISCRETIZATION),
+    add("--pld-discretization", "--pld_discretization", default=str(DEFAULT_PLD_DISCRETIZATION),
         help="PLD discretization of the dp_accounting baselines (default: %(default)s)")
     add("--output", default=None, help="Parquet file to write (results schema); required on remote runners "
         "(default: a temporary file, removed after printing)")
     add("--format", default="table", choices=FORMATS, help="what to print on stdout: a table or one JSON "
         "object per row (default: %(default)s)")
-    add("--no-baselines", action="store_true", help="skip the analytic baselines branch")
-    add("--no-progress", action="store_true", help="no progress lines on stderr")
+    add("--no-baselines", "--no_baselines", action="store_true", help="skip the analytic baselines branch")
+    add("--no-progress", "--no_progress", action="store_true", help="no progress lines on stderr")
     return parser
-
-
-def own_flags(parser: ArgumentParser) -> list[str]:
-    return [s for action in parser._actions for s in action.option_strings if s.startswith("--")]  # noqa: SLF001
 
 
 def config_from_args(args) -> CertifyConfig:
@@ -133,7 +130,7 @@ def prepare(argv: Sequence[str] | None = None, prog: str = PROG) -> CertifyJob:
     """Parse and validate everything; raises UsageError before any pipeline is built."""
     parser = build_parser(prog)
     args, pipeline_args = parser.parse_known_args(list(sys.argv[1:] if argv is None else argv))
-    check_unknown_flags(pipeline_args, own_flags(parser))
+    check_unknown_flags(pipeline_args, parser.long_flags())
     try:
         config = config_from_args(args)
     except ValueError as err:

@@ -49,6 +49,10 @@ class ArgumentParser(argparse.ArgumentParser):
     def error(self, message: str):  # noqa: D401 (argparse API)
         raise UsageError(message)
 
+    def long_flags(self) -> list[str]:
+        """Every ``--flag`` this parser knows (aliases included)."""
+        return [s for action in self._actions for s in action.option_strings if s.startswith("--")]
+
 
 @dataclass(frozen=True)
 class RunnerChoice:

@@ -14,7 +14,8 @@ Grid keys take one value or a non-empty list; the sweep is their Cartesian produ
 ``sampler, sigma, steps, dataset_size, batch_size, epochs, method, samples, orders, error_prob,
 direction``. Single-valued keys: ``epsilons`` (required), ``seed``, ``shards`` ('auto' or an
 integer), ``pld_discretization``, ``baselines`` (true adds each configuration's analytic
-baselines as configurations of their own).
+baselines as configurations of their own). Keys left out take the defaults of ``epscert certify``
+(sampler balls_and_bins, method auto, samples 100000, error_prob 0.01, seed 0, shards auto...).
 
 Steps rule: give ``steps`` (T, steps per epoch), or both ``dataset_size`` n and ``batch_size`` b,
 and then T = n // b: the number of full batches in one epoch (a last, partial batch is dropped,
@@ -49,6 +50,8 @@ GRID_KEYS = ("sampler", "sigma", "steps", "dataset_size", "batch_size", "epochs"
 #: Keys with exactly one value.
 SINGLE_KEYS = ("epsilons", "seed", "shards", "pld_discretization", "baselines")
 REQUIRED_KEYS = ("sigma", "epsilons")
+#: Sampler of a spec without a ``sampler`` key (as in ``epscert certify``).
+DEFAULT_SAMPLER = "balls_and_bins"
 #: Refuse products larger than this before expanding them.
 MAX_CONFIGS = 100_000
 
@@ -202,6 +205,7 @@ def _config(point: Mapping, single: Mapping) -> CertifyConfig:
         kwargs["steps"] = _steps(kwargs.pop("dataset_size"), kwargs.pop("batch_size"))
     if "method" in kwargs:
         kwargs["methods"] = (kwargs.pop("method"),)
+    kwargs.setdefault("sampler", DEFAULT_SAMPLER)
     kwargs.update(epsilons=single["epsilons"], seed=single["seed"], shards=1)
     if "pld_discretization" in single:
         kwargs["pld_discretization"] = single["pld_discretization"]

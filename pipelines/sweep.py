@@ -29,7 +29,6 @@ from apache_beam.runners.runner import PipelineResult, PipelineState
 from epscert.params import CertifyConfig
 from epscert.shard import estimated_seconds
 from pipelines import spec as spec_mod
-from pipelines.certify import own_flags
 from pipelines.options import (
     ArgumentParser, RunnerChoice, UsageError, check_unknown_flags, check_writable_dir, choose_runner,
     make_pipeline, parse_int, report_usage_error,
@@ -56,18 +55,20 @@ def build_parser(prog: str = PROG) -> ArgumentParser:
                     "Flags not listed here go to Beam (e.g. --runner).",
     )
     add = parser.add_argument
-    add("spec", metavar="SPEC", help="sweep spec file (YAML, or JSON for *.json); see pipelines/spec.py")
+    add("spec", metavar="SPEC", nargs="?", help="sweep spec file (YAML, or JSON for *.json), local or a "
+        "filesystem URI; see pipelines/spec.py")
+    add("--spec", dest="spec_flag", metavar="SPEC", help="the spec as a flag instead (for flex templates)")
     add("--output", required=True, metavar="DIR",
         help="output directory (local or a filesystem URI such as gs://...); '{date}' becomes the UTC date")
     add("--format", default="summary", choices=("summary",) + FORMATS,
         help="what to print on stdout: a summary line, a table or one JSON object per row "
              "(default: %(default)s)")
-    add("--output-shards", default="1", metavar="N",
+    add("--output-shards", "--output_shards", default="1", metavar="N",
         help="write results as N files results-0000i-of-0000N.parquet instead of one (default: %(default)s)")
-    add("--wave-seconds", default="auto", metavar="S",
+    add("--wave-seconds", "--wave_seconds", default="auto", metavar="S",
         help="estimated core-seconds per pipeline run; finished waves survive a crash; 0 = one run for "
              f"the whole sweep (default: auto = {LOCAL_WAVE_SECONDS:g} locally, 0 on remote runners)")
-    add("--no-progress", action="store_true", help="no progress lines on stderr")
+    add("--no-progress", "--no_progress", action="store_true", help="no progress lines on stderr")
     return parser
 
 
@@ -92,7 +93,11 @@ def prepare(argv: Sequence[str] | None = None, prog: str = PROG) -> SweepJob:
     """Parse flags and the spec, validate every configuration, check DIR; UsageError on bad input."""
     parser = build_parser(prog)
     args, pipeline_args = parser.parse_known_args(list(sys.argv[1:] if argv is None else argv))
-    check_unknown_flags(pipeline_args, own_flags(parser))
+    check_unknown_flags(pipeline_args, parser.long_flags())
+    if (args.spec is None) == (args.spec_flag is None):
+        raise UsageError("give the sweep spec once, as SPEC or as --spec, got "
+                         f"SPEC={args.spec!r}, --spec={args.spec_flag!r}")
+    spec_path = args.spec if args.spec is not None else args.spec_flag
     shards = parse_int("output_shards", args.output_shards, 1)
     choice = choose_runner(pipeline_args)
     if args.wave_seconds == "auto":
@@ -104,7 +109,7 @@ def prepare(argv: Sequence[str] | None = None, prog: str = PROG) -> SweepJob:
             raise UsageError(f"wave_seconds must be a number >= 0 or 'auto', got wave_seconds={args.wave_seconds!r}") from None
         if not wave >= 0:
             raise UsageError(f"wave_seconds must be a number >= 0 or 'auto', got wave_seconds={args.wave_seconds!r}")
-    configs = spec_mod.load(args.spec)
+    configs = spec_mod.load(spec_path)
     output = expand_output(args.output)
     check_writable_dir("output", output)
     check_writable_dir("output", join(output, PARTS_DIR), shown=output)

@@ -16,6 +16,7 @@ from typing import Iterable, Mapping
 import apache_beam as beam
 
 from epscert.params import CertifyConfig, Direction, Method
+from epscert.schema import to_table
 from transforms.progress import ProgressReporter
 from transforms.shards import (
     MergeAccumulatorsFn, RunShardFn, analytic_methods, compute_analytic, finalise_monte_carlo,
@@ -58,7 +59,10 @@ def expected_row_count(config: CertifyConfig) -> int:
 
 def complete_config(item: tuple[str, Iterable[list[dict]]],
                     configs: Mapping[str, CertifyConfig]) -> tuple[str, list[dict]]:
-    """Join the per-method row lists of one configuration; refuse an incomplete or padded set."""
+    """Join the per-method row lists of one configuration; refuse an incomplete or padded set.
+
+    The rows come out with every column of the results schema (defaults filled in).
+    """
     config_id, row_lists = item
     config = configs[config_id]
     rows = [row for rows in row_lists for row in rows]
@@ -68,7 +72,7 @@ def complete_config(item: tuple[str, Iterable[list[dict]]],
     if methods != want_methods or len(rows) != expected:
         raise RuntimeError(f"configuration {config_id}: got {len(rows)} rows for methods {methods}, "
                            f"expected {expected} rows for methods {want_methods}")
-    return config_id, sort_rows(rows)
+    return config_id, sort_rows(to_table(rows).to_pylist())  # every column of the schema, validated
 
 
 class CertifyConfigs(beam.PTransform):

@@ -35,7 +35,8 @@ def is_local(path: str) -> bool:
 
 
 def join(base: str, *names: str) -> str:
-    return os.path.join(base, *names) if is_local(base) else FileSystems.join(base, *names)
+    """Path join; URIs (gs://, s3://, hdfs://...) always use '/'."""
+    return os.path.join(base, *names) if is_local(base) else "/".join([base.rstrip("/"), *names])
 
 
 def table_bytes(table: pa.Table) -> bytes:
@@ -65,8 +66,8 @@ def write_atomic(path: str, data: bytes) -> None:
             if os.path.exists(tmp):
                 os.remove(tmp)
         return
-    directory, name = FileSystems.split(path)
-    tmp = FileSystems.join(directory, f".{name}.tmp-{uuid.uuid4().hex}")
+    directory, name = path.rsplit("/", 1)
+    tmp = f"{directory}/.{name}.tmp-{uuid.uuid4().hex}"
     with FileSystems.create(tmp, compression_type=CompressionTypes.UNCOMPRESSED) as handle:
         handle.write(data)
     FileSystems.rename([tmp], [path])

@@ -1,0 +1,109 @@
+"""Same seed and shard layout => the same rows (every column but wall_seconds) on every runner.
+
+Runners: Beam's FnApiRunner in memory, FnApiRunner with two worker processes, the Portable
+runner against a local job service and an external worker pool, and the in-process API.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import pyarrow.parquet as pq
+import pytest
+
+from epscert.api import certify_config
+from pipeline_helpers import ROOT, subprocess_env, without_wall
+from pipelines import certify, spec as spec_mod, sweep
+from transforms.certify import sort_rows
+
+CERTIFY_ARGS = ["--sigma", "0.7", "--steps", "12", "--epsilons", "0.5,1,2", "--method", "importance,naive",
+                "--samples", "1500", "--shards", "3", "--seed", "9", "--no-progress", "--format", "json"]
+MULTI_PROCESS = ["--direct_num_workers=2", "--direct_running_mode=multi_processing"]
+
+
+def api_rows(configs) -> list[dict]:
+    return without_wall(sort_rows(r for c in configs for r in certify_config(c).to_pylist()))
+
+
+def sweep_rows(out) -> list[dict]:
+    return without_wall(pq.read_table(out / "results.parquet").to_pylist())
+
+
+@pytest.mark.parametrize("runner_args", [[], MULTI_PROCESS], ids=["in_memory", "multi_processing"])
+def test_certify_with_baselines_equals_the_api(tmp_path, runner_args):
+    out = tmp_path / "r.parquet"
+    certify.run([*CERTIFY_ARGS, "--output", str(out), *runner_args], stdout=open(os.devnull, "w"))
+    job = certify.prepare([*CERTIFY_ARGS, "--output", str(out)])
+    assert len(job.configs) == 6  # the configuration and its five baselines
+    assert without_wall(pq.read_table(out).to_pylist()) == api_rows(job.configs)
+
+
+def test_sweep_multi_processing_equals_in_memory_and_api(tmp_path, small_spec):
+    sweep.run([str(small_spec), "--output", str(tmp_path / "mem"), "--no-progress"])
+    sweep.run([str(small_spec), "--output", str(tmp_path / "mp"), "--no-progress", *MULTI_PROCESS])
+    expected = api_rows(spec_mod.load(str(small_spec)))
+    assert sweep_rows(tmp_path / "mem") == expected
+    assert sweep_rows(tmp_path / "mp") == expected
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("localhost", 0))
+        return s.getsockname()[1]
+
+
+def wait_for_port(port: int, proc: subprocess.Popen, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"service on port {port} exited with status {proc.returncode}")
+        with socket.socket() as s:
+            if s.connect_ex(("localhost", port)) == 0:
+                return
+        time.sleep(0.1)
+    raise TimeoutError(f"nothing listening on localhost:{port} after {timeout} s")
+
+
+@pytest.fixture
+def portable_services(tmp_path):
+    """A local Beam job service and an external worker pool on free loopback ports; always stopped."""
+    job_port, pool_port = free_port(), free_port()
+    env = subprocess_env()
+    logs = [open(tmp_path / name, "w") for name in ("job_service.log", "worker_pool.log")]
+    commands = [
+        [sys.executable, "-m", "apache_beam.runners.portability.local_job_service_main", "--port", str(job_port)],
+        [sys.executable, "-m", "apache_beam.runners.worker.worker_pool_main", "--service_port", str(pool_port)],
+    ]
+    procs = []
+    try:
+        for command, log in zip(commands, logs):
+            procs.append(subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                          start_new_session=True))
+        wait_for_port(job_port, procs[0])
+        wait_for_port(pool_port, procs[1])
+        yield [f"--runner=PortableRunner", f"--job_endpoint=localhost:{job_port}", "--environment_type=EXTERNAL",
+               f"--environment_config=localhost:{pool_port}"]
+    finally:
+        for proc in procs:  # the worker pool's SDK workers share its process group
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGTERM)
+        for proc in procs:
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=15)
+        for log in logs:
+            log.close()
+
+
+def test_sweep_on_the_portable_runner_equals_the_api(tmp_path, small_spec, portable_services):
+    out = tmp_path / "portable"
+    result = sweep.run([str(small_spec), "--output", str(out), *portable_services])
+    assert result.state == "DONE"
+    assert sweep_rows(out) == api_rows(spec_mod.load(str(small_spec)))
