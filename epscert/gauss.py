@@ -54,7 +54,8 @@ def normal_below(rng: np.random.Generator, bound: np.ndarray | float, shape: tup
         z[rows] = _inverse_below(rng, log_accept[rows, None], (rows.size, k))
     # Flat indices of the rejected entries, in row-major order (np.flatnonzero is ~10x faster
     # than a 2-D np.nonzero); fresh draws are assigned in that order, round after round.
-    bad = np.flatnonzero(z > b[:, None])
+    scalar = np.ndim(bound) == 0  # one bound for all rows: a cheaper compare
+    bad = np.flatnonzero(z > b[0] if scalar else z > b[:, None])
     flat = z.reshape(-1)
     bad_b = b[bad // k]
     for _ in range(REJECTION_ROUNDS):
