@@ -49,7 +49,7 @@ import math
 import numpy as np
 from scipy.special import log_ndtr, ndtr
 
-__all__ = ["TruthAccuracyError", "bnb2_delta", "gaussian_delta"]
+__all__ = ["TruthAccuracyError", "bnb2_delta", "gaussian_delta", "log_gaussian_delta"]
 
 #: Standard deviations of each d kept (mass outside: 2 Φ̄(9) ≈ 2.3e-19 per epoch).
 _Z = 9.0
@@ -69,6 +69,21 @@ def gaussian_delta(sigma: float, epsilon: float) -> float:
     a = float(log_ndtr(-sigma * epsilon + 0.5 / sigma))
     b = float(log_ndtr(-sigma * epsilon - 0.5 / sigma))
     return max(math.exp(a) * -math.expm1(min(epsilon + b - a, 0.0)), 0.0)
+
+
+def log_gaussian_delta(sigma: float, epsilon: float) -> float:
+    """log δ(ε) of N(1, σ²) vs N(0, σ²), for tails far below the float range (δ = 1e-10000).
+
+    log δ = log Φ(a) + log(1 - e^{ε + log Φ(b) - log Φ(a)}), a = -σε + 1/(2σ), b = a - 1/σ.
+    The second term is computed with expm1/log1p; its relative accuracy degrades like
+    1e-16 |log Φ(a)| / |ε + log Φ(b) - log Φ(a)|, fine for order-of-magnitude comparisons.
+    """
+    la = float(log_ndtr(-sigma * epsilon + 0.5 / sigma))
+    lb = float(log_ndtr(-sigma * epsilon - 0.5 / sigma))
+    x = min(epsilon + lb - la, 0.0)
+    if x == 0.0:
+        return -math.inf
+    return la + (math.log(-math.expm1(x)) if x > -math.log(2.0) else math.log1p(-math.exp(x)))
 
 
 def _gaussian_part(k: np.ndarray, mu: float, var: float) -> np.ndarray:
