@@ -53,6 +53,11 @@ def build_parser(prog: str = PROG) -> ArgumentParser:
         description="Run a sweep spec (YAML or JSON grids) into DIR/results.parquet, resumably: "
                     "re-running computes only configurations without a complete part in DIR/parts. "
                     "Flags not listed here go to Beam (e.g. --runner).",
+        epilog="Spec keys. Grids (one value or a non-empty list; the sweep is their product): "
+               f"{', '.join(spec_mod.GRID_KEYS)}. Single values: {', '.join(spec_mod.SINGLE_KEYS)}. "
+               "Give steps, or dataset_size and batch_size (then steps = dataset_size // batch_size, "
+               "full batches per epoch). Unknown keys, empty grids and invalid combinations are "
+               "refused before anything runs.",
     )
     add = parser.add_argument
     add("spec", metavar="SPEC", nargs="?", help="sweep spec file (YAML, or JSON for *.json), local or a "
