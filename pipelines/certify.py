@@ -74,6 +74,11 @@ def build_parser(prog: str = PROG) -> ArgumentParser:
         "(default: %(default)s)")
     add("--pld-discretization", "--pld_discretization", default=str(DEFAULT_PLD_DISCRETIZATION),
         help="PLD discretization of the dp_accounting baselines (default: %(default)s)")
+    add("--dataset-size", "--dataset_size", default=None, help="dataset size n, for truncated batches "
+        "(with --max-batch-size; poisson and balls_and_bins only) (default: no truncation)")
+    add("--max-batch-size", "--max_batch_size", default=None, help="largest batch B the trainer accepts; "
+        "larger Binomial batches are truncated and the penalty is added to delta (SPEC §9) "
+        "(default: no truncation)")
     add("--output", default=None, help="Parquet file to write (results schema); required on remote runners "
         "(default: a temporary file, removed after printing)")
     add("--format", default="table", choices=FORMATS, help="what to print on stdout: a table or one JSON "
@@ -92,6 +97,8 @@ def config_from_args(args) -> CertifyConfig:
         methods=methods, samples=parse_int("samples", args.samples, 1), error_prob=args.error_prob,
         seed=parse_int("seed", args.seed), direction=args.direction, orders=args.orders, shards=1,
         pld_discretization=args.pld_discretization,
+        dataset_size=None if args.dataset_size is None else parse_int("dataset_size", args.dataset_size, 1),
+        max_batch_size=None if args.max_batch_size is None else parse_int("max_batch_size", args.max_batch_size, 1),
     )
     return with_shards(config, args.shards)
 

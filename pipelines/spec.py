@@ -11,8 +11,8 @@ Example (YAML; JSON with the same keys works too)::
     seed: 0
 
 Grid keys take one value or a non-empty list; the sweep is their Cartesian product:
-``sampler, sigma, steps, dataset_size, batch_size, epochs, method, samples, orders, error_prob,
-direction``. Single-valued keys: ``epsilons`` (required), ``seed``, ``shards`` ('auto' or an
+``sampler, sigma, steps, dataset_size, batch_size, max_batch_size, epochs, method, samples, orders,
+error_prob, direction``. Single-valued keys: ``epsilons`` (required), ``seed``, ``shards`` ('auto' or an
 integer), ``pld_discretization``, ``baselines`` (true adds each configuration's analytic
 baselines as configurations of their own). Keys left out take the defaults of ``epscert certify``
 (sampler balls_and_bins, method auto, samples 100000, error_prob 0.01, seed 0, shards auto...).
@@ -20,7 +20,9 @@ baselines as configurations of their own). Keys left out take the defaults of ``
 Steps rule: give ``steps`` (T, steps per epoch), or both ``dataset_size`` n and ``batch_size`` b,
 and then T = n // b: the number of full batches in one epoch (a last, partial batch is dropped,
 as with ``drop_last=True``); b > n is refused. Pairs (n, b) giving the same T give the same
-configuration, which is computed once.
+configuration, which is computed once. ``max_batch_size`` B (with ``dataset_size`` n) asks for
+truncated batches (SPEC §9): n and B then go into the configuration, and T comes from ``steps``
+or from ``batch_size`` as above.
 
 Every configuration of the product is validated (``CertifyConfig``) before any pipeline starts;
 one invalid combination (say importance sampling with epochs > 1) refuses the whole sweep.
@@ -45,8 +47,8 @@ from pipelines.options import UsageError
 from transforms.sinks import is_local
 
 #: Keys whose value may be a list of alternatives, in product order.
-GRID_KEYS = ("sampler", "sigma", "steps", "dataset_size", "batch_size", "epochs", "method", "samples",
-             "orders", "error_prob", "direction")
+GRID_KEYS = ("sampler", "sigma", "steps", "dataset_size", "batch_size", "max_batch_size", "epochs", "method",
+             "samples", "orders", "error_prob", "direction")
 #: Keys with exactly one value.
 SINGLE_KEYS = ("epsilons", "seed", "shards", "pld_discretization", "baselines")
 REQUIRED_KEYS = ("sigma", "epsilons")
@@ -121,15 +123,19 @@ def _check_keys(spec: Mapping) -> None:
     for key in REQUIRED_KEYS:
         if key not in spec:
             raise SpecError(f"sweep spec: missing required key {key!r}")
-    has_steps = "steps" in spec
-    has_n, has_b = "dataset_size" in spec, "batch_size" in spec
-    if has_steps and (has_n or has_b):
+    has_steps, has_b = "steps" in spec, "batch_size" in spec
+    has_n, has_max = "dataset_size" in spec, "max_batch_size" in spec
+    if has_steps and has_b:
         raise SpecError("sweep spec: give either steps or dataset_size and batch_size, not both "
-                        f"(got steps={spec['steps']!r}, "
-                        f"{'dataset_size' if has_n else 'batch_size'}={spec.get('dataset_size', spec.get('batch_size'))!r})")
-    if not has_steps and not (has_n and has_b):
-        missing = "steps" if not (has_n or has_b) else ("batch_size" if has_n else "dataset_size")
-        raise SpecError(f"sweep spec: missing required key {missing!r} (steps, or dataset_size and batch_size)")
+                        f"(got steps={spec['steps']!r}, batch_size={spec['batch_size']!r})")
+    if not has_steps and not has_b:
+        raise SpecError("sweep spec: missing required key 'steps' (steps, or dataset_size and batch_size)")
+    if (has_b or has_max) and not has_n:
+        key = "batch_size" if has_b else "max_batch_size"
+        raise SpecError(f"sweep spec: missing required key 'dataset_size' (needed by {key}={spec[key]!r})")
+    if has_n and not (has_b or has_max):
+        raise SpecError(f"sweep spec: dataset_size={spec['dataset_size']!r} needs batch_size (to derive steps) "
+                        "or max_batch_size (truncated batches)")
 
 
 def _steps(n: Any, b: Any) -> int:
@@ -201,8 +207,10 @@ def expand(spec: Mapping) -> list[CertifyConfig]:
 
 def _config(point: Mapping, single: Mapping) -> CertifyConfig:
     kwargs = dict(point)
-    if "dataset_size" in kwargs:
-        kwargs["steps"] = _steps(kwargs.pop("dataset_size"), kwargs.pop("batch_size"))
+    if "batch_size" in kwargs:
+        kwargs["steps"] = _steps(kwargs["dataset_size"], kwargs.pop("batch_size"))
+    if "max_batch_size" not in kwargs:
+        kwargs.pop("dataset_size", None)  # only there to derive steps
     if "method" in kwargs:
         kwargs["methods"] = (kwargs.pop("method"),)
     kwargs.setdefault("sampler", DEFAULT_SAMPLER)

@@ -66,6 +66,9 @@ def test_top_level_usage(capsys):
     (["--output", "/nonexistent-epscert-dir/r.parquet"], "output"),
     (["--output", "/"], "output"),
     (["--runner=DaskRunner"], "DaskRunner"),
+    (["--max-batch-size", "40"], "dataset_size and max_batch_size go together"),
+    (["--sampler", "shuffle", "--method", "naive", "--dataset-size", "100", "--max-batch-size", "40"], "truncated"),
+    (["--dataset-size", "many", "--max-batch-size", "40"], "dataset_size='many'"),
     (["--sample", "10"], "--samples"),
 ])
 def test_bad_certify_input_exits_2_naming_the_field(capsys, args, needle):

@@ -43,6 +43,17 @@ def test_certify_with_baselines_equals_the_api(tmp_path, runner_args):
     assert without_wall(pq.read_table(out).to_pylist()) == api_rows(job.configs)
 
 
+def test_truncated_batches_equal_the_api(tmp_path):
+    args = [*CERTIFY_ARGS, "--method", "naive", "--dataset-size", "600", "--max-batch-size", "70",
+            "--no-baselines", "--output", str(tmp_path / "t.parquet")]
+    certify.run(args, stdout=open(os.devnull, "w"))
+    job = certify.prepare(args)
+    assert job.config.truncated
+    rows = pq.read_table(tmp_path / "t.parquet").to_pylist()
+    assert all(r["truncation_penalty"] is not None and r["max_batch_size"] == 70 for r in rows)
+    assert without_wall(rows) == api_rows(job.configs)
+
+
 def test_sweep_multi_processing_equals_in_memory_and_api(tmp_path, small_spec):
     sweep.run([str(small_spec), "--output", str(tmp_path / "mem"), "--no-progress"])
     sweep.run([str(small_spec), "--output", str(tmp_path / "mp"), "--no-progress", *MULTI_PROCESS])

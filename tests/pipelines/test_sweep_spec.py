@@ -41,6 +41,14 @@ def test_equal_steps_from_different_pairs_are_computed_once():
     assert len(configs) == 1 and configs[0].steps == 10
 
 
+def test_truncated_batches():
+    configs = expand(dict({k: v for k, v in BASE.items() if k != "steps"}, method="naive",
+                          dataset_size=1000, batch_size=100, max_batch_size=[130, 160]))
+    assert sorted((c.steps, c.dataset_size, c.max_batch_size) for c in configs) == [(10, 1000, 130), (10, 1000, 160)]
+    (config,) = expand(dict(BASE, method="naive", dataset_size=1000, max_batch_size=150))
+    assert (config.steps, config.dataset_size, config.max_batch_size) == (10, 1000, 150)
+
+
 def test_baselines_become_configurations():
     configs = expand(dict(BASE, method="naive", baselines=True))
     main = configs[0]
@@ -58,8 +66,12 @@ def test_orders_grid_with_order_statistics():
     (dict(BASE, epsilons=[]), "grid 'epsilons' is empty"),
     ({k: v for k, v in BASE.items() if k != "epsilons"}, "missing required key 'epsilons'"),
     ({k: v for k, v in BASE.items() if k != "steps"}, "missing required key 'steps'"),
-    (dict({k: v for k, v in BASE.items() if k != "steps"}, dataset_size=100), "missing required key 'batch_size'"),
+    (dict({k: v for k, v in BASE.items() if k != "steps"}, dataset_size=100), "missing required key 'steps'"),
+    (dict({k: v for k, v in BASE.items() if k != "steps"}, batch_size=10), "needed by batch_size=10"),
     (dict(BASE, dataset_size=100, batch_size=10), "either steps or dataset_size"),
+    (dict(BASE, dataset_size=100), "needs batch_size"),
+    (dict(BASE, max_batch_size=30), "needed by max_batch_size=30"),
+    (dict(BASE, sampler="shuffle", dataset_size=100, max_batch_size=30, method="naive"), "truncated batches"),
     (dict({k: v for k, v in BASE.items() if k != "steps"}, dataset_size=10, batch_size=20), "batch_size=20"),
     (dict({k: v for k, v in BASE.items() if k != "steps"}, dataset_size=10.5, batch_size=2), "dataset_size=10.5"),
     (dict(BASE, sigma=[1.0, 1.0]), "lists 1.0 twice"),
