@@ -185,8 +185,8 @@ def print_parallel(quick: bool) -> None:
     if not (ROOT / "benchmarks" / "parallel.py").exists() or quick:
         print("| parallel efficiency | see benchmarks/parallel.py (`python -m benchmarks.parallel`) |")
         return
-    proc = subprocess.run([sys.executable, "-m", "benchmarks.parallel"], cwd=ROOT, capture_output=True,
-                          text=True, timeout=900)
+    proc = subprocess.run([sys.executable, "-m", "benchmarks.parallel", "--skip-api"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=900)
     print(proc.stdout.strip() or f"benchmarks.parallel failed: {proc.stderr.strip()[-500:]}")
 
 
