@@ -29,8 +29,8 @@ from epscert.baselines import baseline_tasks
 from epscert.params import DEFAULT_PLD_DISCRETIZATION, CertifyConfig, Direction, Method, Sampler
 from epscert.shard import auto_shards
 from pipelines.options import (
-    ArgumentParser, RunnerChoice, UsageError, check_unknown_flags, check_writable_file, choose_runner,
-    make_pipeline, parse_floats, parse_int, report_usage_error,
+    ArgumentParser, RunnerChoice, UsageError, check_output_reachable, check_unknown_flags,
+    check_writable_file, choose_runner, make_pipeline, parse_floats, parse_int, report_usage_error,
 )
 from pipelines.output import FORMATS, print_rows
 from transforms.certify import CertifyConfigs
@@ -146,6 +146,7 @@ def prepare(argv: Sequence[str] | None = None, prog: str = PROG) -> CertifyJob:
     if args.output is None and not choice.local:
         raise UsageError(f"--output is required with runner={choice.name!r}")
     if args.output is not None:
+        check_output_reachable("output", args.output, choice)
         check_writable_file("output", args.output)
     return CertifyJob(config, tuple(job_configs(config, not args.no_baselines)), args.output,
                       args.format, not args.no_progress, choice)

@@ -129,6 +129,12 @@ def make_pipeline(choice: RunnerChoice) -> beam.Pipeline:
     return beam.Pipeline(options=choice.options)
 
 
+def check_output_reachable(name: str, path: str, choice: RunnerChoice) -> None:
+    """Refuse a local output path on Dataflow, whose workers cannot see this machine's disk."""
+    if is_local(path) and "dataflow" in choice.name.lower():
+        raise UsageError(f"{name} must be a gs:// path with runner={choice.name!r}, got {name}={path!r}")
+
+
 def check_writable_file(name: str, path: str) -> None:
     """Refuse (UsageError) an output file that cannot be created; remote URIs are not probed."""
     if not is_local(path):

@@ -40,10 +40,17 @@ def print_table(rows: list[dict], stream: TextIO) -> None:
         print("  ".join(c.ljust(w) for c, w in zip(line, widths)).rstrip(), file=stream)
 
 
+def _json_value(value: object) -> object:
+    """JSON has no inf or NaN: those floats are written as the strings 'inf', '-inf', 'nan'."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    return value
+
+
 def print_json(rows: Iterable[dict], stream: TextIO) -> None:
-    """One JSON object per row (every column of the results schema), in file order."""
+    """One JSON object per row (every column of the results schema), in file order; strict JSON."""
     for row in rows:
-        print(json.dumps(row, sort_keys=False), file=stream)
+        print(json.dumps({k: _json_value(v) for k, v in row.items()}, allow_nan=False), file=stream)
 
 
 def print_rows(rows: list[dict], fmt: str, stream: TextIO, main_ids: set[str] | None = None) -> None:

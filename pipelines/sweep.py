@@ -30,8 +30,8 @@ from epscert.params import CertifyConfig
 from epscert.shard import estimated_seconds
 from pipelines import spec as spec_mod
 from pipelines.options import (
-    ArgumentParser, RunnerChoice, UsageError, check_unknown_flags, check_writable_dir, choose_runner,
-    make_pipeline, parse_int, report_usage_error,
+    ArgumentParser, RunnerChoice, UsageError, check_output_reachable, check_unknown_flags,
+    check_writable_dir, choose_runner, make_pipeline, parse_int, report_usage_error,
 )
 from pipelines.output import FORMATS, print_rows
 from transforms.certify import CertifyConfigs
@@ -116,6 +116,7 @@ def prepare(argv: Sequence[str] | None = None, prog: str = PROG) -> SweepJob:
             raise UsageError(f"wave_seconds must be a number >= 0 or 'auto', got wave_seconds={args.wave_seconds!r}")
     configs = spec_mod.load(spec_path)
     output = expand_output(args.output)
+    check_output_reachable("output", output, choice)
     check_writable_dir("output", output)
     check_writable_dir("output", join(output, PARTS_DIR), shown=output)
     return SweepJob(tuple(configs), output, args.format, shards, wave, not args.no_progress, choice)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 
 import pyarrow.parquet as pq
 import pytest
@@ -11,6 +12,7 @@ import pytest
 from epscert.api import certify_config
 from pipelines import certify, cli, sweep
 from pipelines.certify import build_parser
+from pipelines.output import print_json
 from pipeline_helpers import run_module, without_wall
 
 TINY = ["--sampler", "balls_and_bins", "--sigma", "0.8", "--steps", "10", "--epsilons", "1,2",
@@ -66,6 +68,7 @@ def test_top_level_usage(capsys):
     (["--output", "/nonexistent-epscert-dir/r.parquet"], "output"),
     (["--output", "/"], "output"),
     (["--runner=DaskRunner"], "DaskRunner"),
+    (["--runner=DataflowRunner", "--output", "local.parquet"], "gs:// path"),
     (["--max-batch-size", "40"], "dataset_size and max_batch_size go together"),
     (["--sampler", "shuffle", "--method", "naive", "--dataset-size", "100", "--max-batch-size", "40"], "truncated"),
     (["--dataset-size", "many", "--max-batch-size", "40"], "dataset_size='many'"),
@@ -108,6 +111,11 @@ def test_json_format_parses_and_matches_the_api(capsys, tmp_path):
     expected = certify_config(config).to_pylist()
     assert without_wall(rows) == without_wall(sorted(expected, key=lambda r: (r["method"], r["direction"], r["epsilon"])))
     assert without_wall(pq.read_table(out).to_pylist()) == without_wall(rows)
+
+
+def test_json_output_is_strict(capsys):
+    print_json([{"a": float("inf"), "b": 1.5, "c": None}], sys.stdout)
+    assert json.loads(capsys.readouterr().out) == {"a": "inf", "b": 1.5, "c": None}
 
 
 def test_table_format_shows_rows_and_baselines(capsys):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import json
 import os
 import signal
 import subprocess
@@ -139,7 +140,6 @@ def test_sharded_output_and_dated_directory(tmp_path, small_spec, capsys):
     files = sinks.results_paths(str(out), 3)
     rows = [r for f in files for r in pq.read_table(f).to_pylist()]
     assert without_wall(rows) == reference(small_spec)
-    import json
     printed = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert without_wall(printed) == without_wall(rows)
 
