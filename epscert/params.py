@@ -21,6 +21,10 @@ from epscert.rng import check_seed
 MAX_BLOCK_BYTES = 64 * 2**20
 #: A single sample may not need more than this (beyond it, use order statistics).
 MAX_SAMPLE_BYTES = 2**30
+#: At most this many order-statistic ranks (R ~ 150 is typical; more is a typo, not a plan).
+MAX_RANKS = 1_000_000
+#: Refuse requests beyond this many sampled coordinates in total (~4 core-years at ~13 ns each).
+MAX_TOTAL_COORDINATES = 10**16
 #: Default PLD discretization for dp_accounting baselines.
 DEFAULT_PLD_DISCRETIZATION = 1e-4
 
@@ -133,7 +137,7 @@ def check_float(name: str, value: object, *, low: float, low_open: bool,
     return out
 
 
-def parse_orders(orders: object) -> tuple[int, ...]:
+def parse_orders(orders: object, max_rank: int | None = None) -> tuple[int, ...]:
     """Expand (start, stop, step) triples into ranks, e.g. "1,100,1,100,500,10".
 
     Accepts a comma-separated string, a flat sequence of ints (length a multiple of
@@ -165,6 +169,14 @@ def parse_orders(orders: object) -> tuple[int, ...]:
             raise ValueError(
                 f"orders triple must have stop > start and step >= 1, got orders=({start}, {stop}, {step})"
             )
+        last = start + ((stop - 1 - start) // step) * step
+        count = len(ranks) + len(range(start, stop, step))
+        if count > MAX_RANKS:
+            raise ValueError(f"orders expands to {count} ranks, more than the limit {MAX_RANKS} "
+                             f"(orders={orders!r})")
+        if max_rank is not None and last > max_rank:  # refuse before expanding a huge range
+            raise ValueError(f"orders must be <= steps - 1 = {max_rank}, got largest order={last} "
+                             f"(orders={orders!r})")
         ranks.extend(range(start, stop, step))
     return tuple(ranks)
 
@@ -293,7 +305,7 @@ class CertifyConfig:
         if not wants:
             raise ValueError(f"orders only apply to order-statistic methods, got orders={self.orders!r} "
                              f"with method={[m.value for m in self.methods]}")
-        ranks = parse_orders(self.orders)
+        ranks = parse_orders(self.orders, max_rank=self.steps - 1)
         if ranks[0] != 1:
             raise ValueError(f"orders must start at rank 1, got first order={ranks[0]} (orders={self.orders!r})")
         diffs = np.diff(np.asarray(ranks, dtype=np.int64))
@@ -334,6 +346,12 @@ class CertifyConfig:
                 raise ValueError(
                     f"steps={self.steps} x epochs={self.epochs} needs {per_sample / 2**30:.1f} GiB per sample "
                     f"with method={m.value!r} (limit {MAX_SAMPLE_BYTES / 2**30:.0f} GiB); use order_stats"
+                )
+            total = self.samples * width * self.epochs * len(self.direction.parts())
+            if total > MAX_TOTAL_COORDINATES:
+                raise ValueError(
+                    f"samples={self.samples} x {width} coordinates x epochs={self.epochs} is {total:.2e} sampled "
+                    f"coordinates (limit {MAX_TOTAL_COORDINATES:.0e}, about 4 core-years); lower samples"
                 )
 
     # -- identities ---------------------------------------------------------------------------
