@@ -154,8 +154,9 @@ def fft_bounds(schedule: Schedule, epsilons, grid: Grid,
                direction: Direction | str = Direction.BOTH) -> FFTBounds:
     """Certified lower <= δ(ε) <= upper of the composition ``schedule``, one FFT per side.
 
-    Cost: O(d·n log n + d·n·|LAMBDAS|/64) for d distinct mechanisms, independent of the
-    counts. See the module docstring for the inequalities.
+    Cost for d distinct mechanisms, independent of the counts: per direction and side, d FFTs
+    (O(d·n log n)), d·n·|LAMBDAS| multiply-adds for the Chernoff MGFs, one inverse FFT and
+    O(n) per ε. See the module docstring for the inequalities.
     """
     start = time.perf_counter()
     direction = Direction(direction)
