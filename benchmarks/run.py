@@ -169,14 +169,16 @@ RSS_CASES_FULL = RSS_CASES_QUICK + (("naive", None, 10_000), ("naive", None, 1_0
 
 
 def print_rss(quick: bool) -> None:
-    print("\n## Peak RSS (T = 1000, σ = 0.35, REMOVE only, one shard, ε grid of 8; child process, "
-          "ru_maxrss from os.wait4)\n")
-    print("| method | ranks | m | seconds | peak RSS MiB | import-only RSS MiB |")
+    print("\n## Peak RSS (T = 1000, σ = 0.35, REMOVE only, one shard, ε grid of 8; one child process each)\n")
+    print("| method | ranks | m | seconds | peak RSS MiB (os.wait4 ru_maxrss) | peak RSS MiB while sampling |")
     print("|---|---|---|---|---|---|")
-    idle = timing.child_rss(["--child-rss", "none", "-", "0"])[0]
-    for method, orders, m in (RSS_CASES_QUICK if quick else RSS_CASES_FULL):
-        rss, secs = timing.child_rss(["--child-rss", method, orders or "-", str(m)])
-        print(f"| {method} | {orders or 'all T'} | {m:.0e} | {secs:.1f} | {rss:.0f} | {idle:.0f} |")
+    for method, orders, m in (("none", None, 0),) + (RSS_CASES_QUICK if quick else RSS_CASES_FULL):
+        rss, hwm, secs = timing.child_rss(["--child-rss", method, orders or "-", str(m)])
+        label = "imports only" if method == "none" else method
+        print(f"| {label} | {orders or ('-' if method == 'none' else 'all T')} | {m:.0e} | {secs:.1f} | "
+              f"{rss:.0f} | {hwm:.0f} |")
+    print("\n'while sampling' = VmHWM after resetting it once the imports are done (/proc/self/clear_refs);"
+          " ru_maxrss includes the import peak (scipy, dp_accounting).")
 
 
 # -- parallel ----------------------------------------------------------------------------------

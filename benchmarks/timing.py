@@ -82,8 +82,12 @@ def reference_throughput(case: dict, kernel, eps_grid, seconds: float, reps: int
 
 
 # -- peak RSS ----------------------------------------------------------------------------------
-def child_rss(args: list[str]) -> tuple[float, float]:
-    """(peak RSS in MiB, seconds) of ``python -m benchmarks.run <args>`` in its own process."""
+def child_rss(args: list[str]) -> tuple[float, float, float]:
+    """(peak RSS MiB from os.wait4, peak RSS MiB of the shard alone, seconds) of a child process.
+
+    The child resets its high-water mark after the imports (``/proc/self/clear_refs`` = 5)
+    and reports VmHWM at the end, so the second figure is the peak while sampling.
+    """
     proc = subprocess.Popen([sys.executable, "-m", "benchmarks.run", *args], cwd=ROOT,
                             stdout=subprocess.PIPE, env=dict(os.environ))
     out = proc.stdout.read().decode()
@@ -91,12 +95,24 @@ def child_rss(args: list[str]) -> tuple[float, float]:
     proc.returncode = os.waitstatus_to_exitcode(status)
     if proc.returncode:
         raise RuntimeError(f"RSS child {args} failed with {proc.returncode}")
-    return usage.ru_maxrss / 1024.0, float(out.strip().splitlines()[-1] or 0.0)
+    secs, hwm = out.strip().splitlines()[-1].split()
+    return usage.ru_maxrss / 1024.0, float(hwm), float(secs)
+
+
+def _vm_kib(field: str) -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return float(line.split()[1])
+    return float("nan")
 
 
 def rss_child(method: str, orders: str, samples: str) -> None:
-    """Body of the RSS child: one REMOVE shard at T = 1000, σ = 0.35; prints its seconds."""
+    """Body of the RSS child: one REMOVE shard at T = 1000, σ = 0.35; prints seconds and peak MiB."""
     m = int(samples)
+    try:
+        Path("/proc/self/clear_refs").write_text("5")  # reset VmHWM to the current RSS
+    except OSError:
+        pass
     t0 = time.perf_counter()
     if method != "none":
         kw = {} if orders == "-" else {"orders": orders}
@@ -104,7 +120,7 @@ def rss_child(method: str, orders: str, samples: str) -> None:
                                epsilons=(1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0), methods=(method,),
                                samples=m, direction="remove", **kw)
         run_shard(ShardTask(config, Method(method), 0, m))
-    print(f"{time.perf_counter() - t0:.3f}")
+    print(f"{time.perf_counter() - t0:.3f} {_vm_kib('VmHWM') / 1024.0:.1f}")
 
 
 # -- time to certify ---------------------------------------------------------------------------
