@@ -113,9 +113,23 @@ def monotone_ucbs(means: list[float], count: int, beta: float, scale: float) -> 
     return ucbs
 
 
+#: dp_accounting overflows e^ε beyond this; δ is non-increasing, so upper bounds at larger ε
+#: use the value here, and lower bounds there are reported as 0 (always a valid lower bound).
+MAX_ANALYTIC_EPSILON = 700.0
+
+
 def analytic_values(config: CertifyConfig, method: Method, direction: Direction) -> tuple[np.ndarray, str, str]:
-    """(values per ε, guarantee, bound name) of an analytic method for one direction."""
-    s, T, E, eps = config.sigma, config.steps, config.epochs, np.asarray(config.epsilons)
+    """(values per ε in [0, 1], guarantee, bound name) of an analytic method for one direction."""
+    vals, guarantee, bound = _analytic_values(config, method, direction)
+    vals = np.clip(np.asarray(vals, dtype=np.float64), 0.0, 1.0)  # dp_accounting's float error
+    if guarantee == "lower_bound":
+        vals = np.where(np.asarray(config.epsilons) > MAX_ANALYTIC_EPSILON, 0.0, vals)
+    return vals, guarantee, bound
+
+
+def _analytic_values(config: CertifyConfig, method: Method, direction: Direction) -> tuple[np.ndarray, str, str]:
+    s, T, E = config.sigma, config.steps, config.epochs
+    eps = np.minimum(np.asarray(config.epsilons), MAX_ANALYTIC_EPSILON)
     if method is Method.EXACT:
         return deterministic_delta(s, E, eps), "exact", "gaussian_closed_form"
     if method in (Method.PLD_UPPER, Method.PLD_LOWER):

@@ -30,6 +30,12 @@ def log_phi(x: np.ndarray | float) -> np.ndarray | float:
 def log_survival_max(c: float, steps: int) -> float:
     """log Pr[max of `steps` i.i.d. N(0,1) >= c] = log(1 - Φ(c)^T), tail-accurate."""
     log_cdf_max = steps * float(special.log_ndtr(c))
+    if log_cdf_max > -1e-10:
+        # far tail: T log Φ(c) rounds towards 0. With p = Φ̄(c):
+        # s = 1 - (1-p)^T <= -T log1p(-p) <= T p / (1 - p), a relative over-estimate < 1e-10
+        # (a larger scale only loosens the UCB: still valid).
+        log_sf = float(special.log_ndtr(-c))
+        return math.log(steps) + log_sf - math.log1p(-math.exp(log_sf))
     if log_cdf_max > -0.6931471805599453:  # 1 - e^x with x near 0
         return math.log(-math.expm1(log_cdf_max))
     return math.log1p(-math.exp(log_cdf_max))

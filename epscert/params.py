@@ -25,6 +25,8 @@ MAX_SAMPLE_BYTES = 2**30
 MAX_RANKS = 1_000_000
 #: Refuse requests beyond this many sampled coordinates in total (~4 core-years at ~13 ns each).
 MAX_TOTAL_COORDINATES = 10**16
+#: Smallest σ accepted (1/σ² must stay finite in float64).
+MIN_SIGMA = 1e-100
 #: Default PLD discretization for dp_accounting baselines.
 DEFAULT_PLD_DISCRETIZATION = 1e-4
 
@@ -226,7 +228,7 @@ class CertifyConfig:
         set_ = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731 (frozen dataclass)
         set_("sampler", _enum(Sampler, "sampler", self.sampler))
         set_("direction", _enum(Direction, "direction", self.direction))
-        set_("sigma", check_float("sigma", self.sigma, low=0.0, low_open=True))
+        set_("sigma", check_float("sigma", self.sigma, low=MIN_SIGMA, low_open=False))
         set_("steps", check_int("steps", self.steps, 1))
         set_("epochs", check_int("epochs", self.epochs, 1))
         set_("samples", check_int("samples", self.samples, 1))

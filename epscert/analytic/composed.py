@@ -35,7 +35,8 @@ def _log_interval_masses(edges: np.ndarray, mean: float, sigma: float, steps: in
     with np.errstate(invalid="ignore", divide="ignore"):
         from_cdf = hi_f + _log1mexp(lo_f - hi_f)
         from_sf = lo_s + _log1mexp(hi_s - lo_s)
-    return np.where(hi_f < math.log(0.5), from_cdf, from_sf)
+    out = np.where(hi_f < math.log(0.5), from_cdf, from_sf)
+    return np.where(np.isnan(out), -np.inf, out)  # both edges underflowed: mass < 1e-308, dropped
 
 
 def sliced_pair(sigma: float, steps: int, pair: str, eps_hint: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
@@ -55,7 +56,8 @@ def _rounded_pmf(log_mass: np.ndarray, log_other: np.ndarray, interval: float) -
         if lm < MIN_LOG_MASS or not math.isfinite(lm):
             continue
         if lo == -math.inf:
-            inf_mass += math.exp(lm)
+            # Gaussian interval masses are never 0: the other side underflowed. Dropping the atom
+            # lowers δ (a lower bound stays one); an infinite loss could overstate it.
             continue
         k = math.floor((lm - lo) / interval)
         pmf[k] = pmf.get(k, 0.0) + math.exp(lm)

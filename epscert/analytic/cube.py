@@ -26,6 +26,8 @@ from epscert.params import Direction
 GRID_POINTS = 2001
 #: Brent tolerance on C.
 BRENT_XTOL = 1e-10
+#: log-probabilities below this are treated as underflow in the cube objective.
+LOG_TRUSTED = -700.0
 
 PAIR_MEANS = {"balls_and_bins": (1.0, 0.0), "shuffle": (2.0, 1.0)}
 
@@ -56,7 +58,10 @@ def cube_objective(c: np.ndarray, eps: float, sigma: float, steps: int,
         diff = eps + log_b - log_a
         out = np.exp(log_a) * -np.expm1(np.minimum(diff, 0.0))
         out = np.where(diff >= 0.0, -np.exp(np.minimum(log_b + eps, 700.0)) + np.exp(log_a), out)
-    return np.where(np.isfinite(out), out, -np.inf)
+    # below e^-700 a probability is underflow, not a value: an underflowed Q(A) = 0 would let
+    # P(A) alone pose as a lower bound (the far tail of a tiny δ)
+    trusted = (log_a > LOG_TRUSTED) & (log_b > LOG_TRUSTED)
+    return np.where(np.isfinite(out) & trusted, out, -np.inf)
 
 
 def _c_range(eps: float, sigma: float, steps: int) -> tuple[float, float]:
@@ -80,7 +85,8 @@ def cube_lower_bound(sigma: float, steps: int, epsilons, pair: str, direction: D
         a, b = grid[max(k - 1, 0)], grid[min(k + 1, grid.size - 1)]
         if b > a:
             res = optimize.minimize_scalar(
-                lambda c: -float(cube_objective(np.asarray(c), float(eps), sigma, steps, means, direction)),
+                lambda c: -max(float(cube_objective(np.asarray(c), float(eps), sigma, steps, means, direction)),
+                               -1.0),  # finite for Brent; the maximum is >= 0 whenever it matters
                 bounds=(a, b), method="bounded", options={"xatol": BRENT_XTOL},
             )
             best = max(best, -float(res.fun))
