@@ -1,0 +1,91 @@
+"""The side-by-side comparison users ask for, for one (σ, T, E): every accountant in one table.
+
+For each ε: δ_D (exact), δ_P (dp_accounting PLD upper and lower, RDP), δ_P again as the
+Fourier accountant's certified bracket (the homogeneous schedule of T·E Poisson-subsampled
+Gaussian steps), the shuffle and Balls-and-Bins lower bounds, and the Balls-and-Bins
+Monte Carlo mean and UCB. For each δ: the same as ε(δ). The hidden-state bound needs loss
+assumptions (convexity, smoothness) that (σ, T, E) alone do not give, so it is not included.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Sequence
+
+from epscert.api import certify_config
+from epscert.baselines import baseline_tasks
+from epscert.epsilon_at_delta import epsilon_report
+from epscert.fft.choose import choose_grid
+from epscert.fft.compose import fft_bounds
+from epscert.fft.mechanisms import Schedule, SubsampledGaussian
+from epscert.fft.report import to_rows as fft_rows
+from epscert.finalise import analytic_rows
+from epscert.params import CertifyConfig, Method, Sampler
+from epscert.schema import to_table
+
+#: Target width and largest grid of the Fourier bracket in a comparison.
+FFT_TARGET_ERROR = 1e-6
+FFT_MAX_SIZE = 2**20
+
+
+def compare_rows(config: CertifyConfig, deltas: Sequence[float] = (), fft: bool = True) -> list[dict]:
+    """All rows of the comparison: δ at ``config.epsilons`` and ε at ``deltas``."""
+    rows: list[dict] = []
+    mc = dataclasses.replace(config, sampler=Sampler.BALLS_AND_BINS,
+                             methods=tuple(m for m in config.methods if Method(m).is_monte_carlo) or (Method.AUTO,))
+    rows.extend(certify_config(mc).to_pylist())
+    for base, method in baseline_tasks(config) + [(dataclasses.replace(
+            config, sampler=Sampler.POISSON, methods=(Method.RDP_UPPER,), orders=None), Method.RDP_UPPER)]:
+        rows.extend(analytic_rows(base, method))
+    if fft and not config.truncated:
+        schedule = Schedule.of([(SubsampledGaussian(q=1.0 / config.steps, sigma=config.sigma),
+                                 config.steps * config.epochs)])
+        choice = choose_grid(schedule, config.epsilons, FFT_TARGET_ERROR, config.direction, FFT_MAX_SIZE)
+        rows.extend(fft_rows(fft_bounds(schedule, config.epsilons, choice.grid, config.direction)))
+    if deltas:
+        rows.extend(epsilon_report(mc, deltas, baselines=True))
+    return to_table(rows).to_pylist()
+
+
+#: Column order of the printed comparison: (label, sampler, method, value column).
+COMPARE_COLUMNS = (
+    ("δ_D exact", "deterministic", "exact", "delta"),
+    ("δ_P PLD upper", "poisson", "pld_upper", "delta_upper"),
+    ("δ_P PLD lower", "poisson", "pld_lower", "delta_lower"),
+    ("δ_P RDP", "poisson", "rdp_upper", "delta_upper"),
+    ("δ_P FFT upper", "heterogeneous", "fft_upper", "delta_upper"),
+    ("δ_P FFT lower", "heterogeneous", "fft_lower", "delta_lower"),
+    ("δ_S lower", "shuffle", "cube_lower_bound", "delta_lower"),
+    ("δ_B lower", "balls_and_bins", "cube_lower_bound", "delta_lower"),
+    ("δ_B MC mean", "balls_and_bins", "*mc", "delta"),
+    ("δ_B UCB", "balls_and_bins", "*mc", "delta_upper"),
+)
+
+
+def pivot(rows: list[dict], direction: str = "both") -> tuple[list[str], list[list]]:
+    """(header, table) of δ per ε and, for ε(δ) rows, ε per δ, in COMPARE_COLUMNS order."""
+    header = ["quantity"] + [c[0] for c in COMPARE_COLUMNS]
+    table = []
+    keys = sorted({("delta_at_epsilon", r["epsilon"]) for r in rows if r["quantity"] == "delta_at_epsilon"}
+                  | {("epsilon_at_delta", r["target_delta"]) for r in rows if r["quantity"] == "epsilon_at_delta"})
+    for quantity, x in keys:
+        line = [f"ε={x:g}" if quantity == "delta_at_epsilon" else f"δ={x:g}"]
+        for _, sampler, method, column in COMPARE_COLUMNS:
+            found = None
+            for r in rows:
+                if r["quantity"] != quantity or r["sampler"] != sampler or r["direction"] != direction:
+                    continue
+                mc = method == "*mc" and r["method"] in {m.value for m in Method if m.is_monte_carlo}
+                if not (mc or r["method"] == method):
+                    continue
+                if (r["epsilon"] if quantity == "delta_at_epsilon" else r["target_delta"]) != x:
+                    continue
+                if quantity == "epsilon_at_delta":
+                    col = {"delta": "epsilon", "delta_upper": "epsilon_upper", "delta_lower": "epsilon_lower"}[column]
+                    found = r[col] if r[col] is not None else r["epsilon"]
+                else:
+                    found = r[column] if r[column] is not None else r["delta"]
+                break
+            line.append(found)
+        table.append(line)
+    return header, table
