@@ -21,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
+from typing import Callable
 
 import pyarrow as pa
 
@@ -88,12 +89,14 @@ def _penalty(config: CertifyConfig, eps: float) -> float:
 
 def calibrate_sigma(config: CertifyConfig, target_epsilon: float, target_delta: float,
                     search_samples: int | None = None, certify_seed: int | None = None,
-                    rel_tol: float = SIGMA_REL_TOL) -> Calibration:
+                    rel_tol: float = SIGMA_REL_TOL,
+                    run: Callable[[CertifyConfig], pa.Table] = certify_config) -> Calibration:
     """Smallest σ (to ``rel_tol``) with certified ε(target_delta) <= target_epsilon.
 
     ``config`` gives the sampler, steps, epochs, method, sample budget, β, seed and
     direction; its σ and ε grid are ignored. ``certify_seed`` defaults to seed + 1: any
-    seed other than the search seed gives an independent sample set.
+    seed other than the search seed gives an independent sample set. ``run`` computes one
+    configuration's table: in process by default, or a Beam job (``pipelines.calibrate``).
     """
     eps_t = check_float("target_epsilon", target_epsilon, low=0.0, low_open=False)
     delta_t = check_float("target_delta", target_delta, low=0.0, low_open=True, high=1.0)
@@ -112,7 +115,7 @@ def calibrate_sigma(config: CertifyConfig, target_epsilon: float, target_delta: 
     def ucb(sigma: float, samples: int, seed: int) -> tuple[float, pa.Table]:
         cfg = dataclasses.replace(config, sigma=sigma, epsilons=(eps_t,), samples=samples, seed=seed,
                                   shards=min(config.shards, samples))
-        table = certify_config(cfg)
+        table = run(cfg)
         rows = [r for r in table.to_pylist() if r["direction"] == direction and r["delta_upper"] is not None]
         return max(r["delta_upper"] for r in rows), table
 
