@@ -76,8 +76,11 @@ def _zeros(count: int, config: CertifyConfig) -> acc_mod.DirectionSums:
     return acc_mod.DirectionSums(count, (0,) * n, (0,) * n)
 
 
-#: Rough cost of one sampled coordinate (normal draw + exp + bookkeeping), in seconds.
-SECONDS_PER_COORDINATE = 2e-8
+#: Cost of one sampled coordinate (normal draw + exp + bookkeeping), in seconds: measured by
+#: benchmarks/run.py at 1.1e-8 on a quiet core and 2.4e-8 with both cores busy.
+SECONDS_PER_COORDINATE = 1.5e-8
+#: One order-statistic rank costs about this many coordinates (one gamma/exponential + ndtri).
+ORDER_STATS_RANK_FACTOR = 3
 #: Auto-sizing aims at shards of about this many seconds on one core (5–60 s is the target band).
 TARGET_SHARD_SECONDS = 20.0
 MAX_AUTO_SHARDS = 10_000
@@ -89,7 +92,7 @@ def estimated_seconds(config: CertifyConfig, method: Method, samples: int | None
     n = config.samples if samples is None else samples
     per_sample = sampler.width() * config.epochs * len(config.direction.parts())
     if method.uses_order_stats:
-        per_sample *= 4  # gammas and inverse CDFs cost more than one normal each
+        per_sample *= ORDER_STATS_RANK_FACTOR
     return n * per_sample * SECONDS_PER_COORDINATE
 
 

@@ -12,7 +12,10 @@ Importance sampling (SPEC §4, Algorithms 5 and 10), one epoch, with ε0 = min o
   Outside E, L <= ε0 <= ε for every ε of the grid, so δ(ε) = s E_{P|E}[(1 - e^{ε-L})_+].
 - ADD: E = {max_t x_t <= C}, C = 1/2 + σ²(log T - ε0), s = Φ(C/σ)^T.
 Order statistics (SPEC §5) replace the T - 1 (REMOVE) or T (ADD) plain coordinates by a
-bound through the ranks k_1 = 1 < ... < k_R; combined with importance as in SPEC §6.
+bound through the ranks k_1 = 1 < ... < k_R; combined with importance as in SPEC §6. ADD
+also draws rank T (the minimum): the lower bound on Σ then keeps the (T - k_R) smallest
+coordinates at v_T instead of dropping them (SPEC §5 drops them; both are valid, ours is
+tighter, and exact when the ranks are 1..T-1).
 """
 
 from __future__ import annotations
@@ -66,6 +69,10 @@ class BallsAndBinsSampler(LossSampler):
         self.ranks = np.asarray(ranks if ranks is not None else (), dtype=np.int64)
         if method.uses_order_stats and (self.ranks.size == 0 or self.ranks[0] != 1):
             raise ValueError(f"order statistics need ranks starting at 1, got orders={ranks}")
+        # ADD bounds Σ over all T coordinates from below: adding rank T (the minimum) costs one
+        # order statistic and makes ranks 1..T-1 (the default for T <= 151) exact in ADD too.
+        self.add_ranks = (np.append(self.ranks, steps) if self.ranks.size and self.ranks[-1] < steps
+                          else self.ranks)
         self.inv_sigma = 1.0 / sigma
         self.inv_var = 1.0 / sigma**2
         self.offset = math.log(steps) + 0.5 * self.inv_var  # L = lse - offset
@@ -74,7 +81,7 @@ class BallsAndBinsSampler(LossSampler):
         self.b_add = threshold_add(sigma, steps, eps0) / sigma
 
     def width(self) -> int:
-        return (self.ranks.size + 3) if self.method.uses_order_stats else self.steps
+        return (self.ranks.size + 4) if self.method.uses_order_stats else self.steps
 
     def log_scale(self, direction: Direction) -> float:
         if not self.method.uses_importance:
@@ -147,9 +154,9 @@ class BallsAndBinsSampler(LossSampler):
 
     def _lower_terms(self, rng, n: int, log_cdf_bound: float) -> np.ndarray:
         """(R, n) log-terms v_j/σ + log(k_j - k_{j-1}) bounding Σ of the T coordinates from below."""
-        v = gaussian_order_stats_by_rank(rng, self.ranks, self.steps, n, log_cdf_bound)
+        v = gaussian_order_stats_by_rank(rng, self.add_ranks, self.steps, n, log_cdf_bound)
         v *= self.inv_sigma
-        v += lower_tail_weights(self.ranks)[:, None]
+        v += lower_tail_weights(self.add_ranks)[:, None]
         return v
 
     def _order_remove(self, rng: np.random.Generator, n: int) -> np.ndarray:

@@ -15,11 +15,9 @@ the miss test and the one-sided z check only.
 
 Truths: T = 1 is the Gaussian (σ/√E for E epochs); T ∈ {2, 3}, one epoch, from
 ``tests/reference/quadrature.py``; T = 2, two epochs, from ``truth.py`` (independent quadrature).
-"target" is the exact expectation of the estimator: the truth itself, except for the ADD
-order-statistic estimator, which drops the smallest coordinate (epscert requires ranks <= T - 1)
-and so estimates a pessimistic δ̃ >= δ. At T = 2 that δ̃ is known (``truth.py``, kind "top1") and
-the z-test runs against it; at T = 3 it is not, and only a one-sided check (no downward bias
-against the truth) is made. Misses are counted against both truth and target.
+"target" is the exact expectation of the estimator: the truth itself (with ranks 1..T-1 the
+order-statistic bound is exact in both directions: ADD also draws rank T). Misses are counted
+against both truth and target.
 
 With β = 0.1 the KL-Chernoff bound is conservative here (observed miss rates are below 1%),
 so the miss test catches gross failures (bounds below the truth), the z-tests catch bias.
@@ -69,9 +67,7 @@ class Case:
     def target_kind(self) -> str:
         if self.partial_orders is not None:
             return "upper"
-        if "order_stats" in self.method and self.direction == "add":
-            return "top1" if self.steps == 2 else "upper"
-        return "exact"
+        return "exact"  # ADD draws rank T too: ranks 1..T-1 make the bound exact in both directions
 
     def point(self, eps: float) -> str:
         return f"{self.sampler} σ={self.sigma:g} T={self.steps} E={self.epochs} ε={eps:g}"
@@ -98,13 +94,9 @@ def truth(sampler: str, sigma: float, steps: int, epochs: int, eps: float, direc
 
 
 def target(case: Case, eps: float) -> float | None:
-    """E[delta column] of the estimator (None when unknown: ADD order statistics at T = 3)."""
+    """E[delta column] of the estimator (None when unknown: a partial set of ranks)."""
     if case.target_kind == "exact":
         return truth(case.sampler, case.sigma, case.steps, case.epochs, eps, case.direction)
-    if case.target_kind == "top1":
-        value, err = bnb2_delta(case.sigma, case.epochs, eps, "add", kind="top1")
-        assert err <= 1e-9
-        return value
     return None
 
 
