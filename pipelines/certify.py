@@ -179,7 +179,9 @@ def run(argv: Sequence[str] | None = None, *, wait: bool = True, stdout: TextIO 
             return result
         result.wait_until_finish()
         dry_run = bool(job.choice.options.view_as(TestOptions).dry_run)
-        if result.state == PipelineState.DONE and not dry_run:
+        if dry_run:
+            print(f"epscert: dry run on {job.choice.name}: the job was built, not run", file=sys.stderr)
+        elif result.state == PipelineState.DONE:
             rows = read_table(output).to_pylist()
             print_rows(rows, job.fmt, stdout if stdout is not None else sys.stdout, {job.config.config_id})
             if job.output is not None:

@@ -1,9 +1,14 @@
-"""Local sinks for people: a results table on stdout, or one JSON object per row."""
+"""Local sinks for people: a results table on stdout, or one JSON object per row.
+
+The table shows the reported rows (direction 'both', the max over the two directions, where a
+method has it); JSON lines and the Parquet file have every row.
+"""
 
 from __future__ import annotations
 
 import json
 import math
+import sys
 from typing import Iterable, TextIO
 
 #: Columns of the human-readable table (the Parquet file has them all).
@@ -28,6 +33,13 @@ def display_order(rows: Iterable[dict], main_ids: set[str]) -> list[dict]:
     """Rows grouped for comparison: per direction and ε, the certified rows before the baselines."""
     return sorted(rows, key=lambda r: (DIRECTION_ORDER.get(r["direction"], len(DIRECTION_ORDER)), r["epsilon"],
                                        r["config_id"] not in main_ids, r["sampler"], r["method"]))
+
+
+def reported_rows(rows: Iterable[dict]) -> list[dict]:
+    """Per (configuration, method): only the 'both' rows where there are any (the reported max)."""
+    rows = list(rows)
+    with_both = {(r["config_id"], r["method"]) for r in rows if r["direction"] == "both"}
+    return [r for r in rows if r["direction"] == "both" or (r["config_id"], r["method"]) not in with_both]
 
 
 def print_table(rows: list[dict], stream: TextIO) -> None:
@@ -57,6 +69,10 @@ def print_rows(rows: list[dict], fmt: str, stream: TextIO, main_ids: set[str] | 
     if fmt == "json":
         print_json(rows, stream)
     elif fmt == "table":
-        print_table(display_order(rows, main_ids or set()), stream)
+        shown = reported_rows(rows)
+        print_table(display_order(shown, main_ids or set()), stream)
+        if len(shown) < len(rows):
+            print(f"epscert: {len(rows) - len(shown)} per-direction rows not shown (they are in the Parquet "
+                  "file and in --format json)", file=sys.stderr)
     else:
         raise ValueError(f"format must be one of {', '.join(FORMATS)}, got format={fmt!r}")
