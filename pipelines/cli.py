@@ -1,7 +1,8 @@
-"""The ``epscert`` console script: ``epscert certify ...`` and ``epscert sweep SPEC --output DIR``.
+"""The ``epscert`` console script: ``epscert COMMAND ...``.
 
-Each command is a module with ``main(argv, prog) -> int``; :data:`COMMANDS` maps names to them
-(imported on use, so ``epscert --help`` stays fast).
+:data:`COMMANDS` maps each command to ``module:function``, a function ``(argv) -> int`` (exit
+status: 0 ok, 2 bad input), imported on use so that ``epscert --help`` stays fast. The Beam
+jobs (certify, sweep) live in this package; other commands come from the core and pipelines.
 """
 
 from __future__ import annotations
@@ -12,21 +13,30 @@ from typing import Sequence
 
 from epscert._version import __version__
 
-#: command -> (module with main(argv, prog), one-line description)
+#: command -> ("module:function", one-line description)
 COMMANDS = {
-    "certify": ("pipelines.certify", "one configuration, sharded Monte Carlo sampling, with its analytic baselines"),
-    "sweep": ("pipelines.sweep", "a YAML/JSON grid of configurations into one resumable Parquet table"),
+    "certify": ("pipelines.certify:main", "one configuration, sharded Monte Carlo sampling, with its analytic baselines"),
+    "sweep": ("pipelines.sweep:main", "a YAML/JSON grid of configurations into one resumable Parquet table"),
+    "plot": ("pipelines.plot:main", "figures from a results table: delta(epsilon) curves, epsilon(delta) against sigma"),
+    "fft": ("epscert.fft.report:cli_fft", "certified delta(epsilon) bracket of a heterogeneous schedule (Fourier)"),
+    "hidden-state": ("epscert.hidden_state:cli_hidden_state", "last-iterate epsilon(delta) of noisy SGD (Ye & Shokri)"),
 }
+
+
+def resolve(command: str):
+    """The function behind ``command``."""
+    module, function = COMMANDS[command][0].split(":")
+    return getattr(importlib.import_module(module), function)
 
 
 def usage() -> str:
     lines = [f"usage: epscert {{{','.join(COMMANDS)}}} ...", "",
-             "Certified (epsilon, delta) accounting for DP-SGD, run as Apache Beam jobs.", "", "commands:"]
+             "Certified (epsilon, delta) accounting for DP-SGD.", "", "commands:"]
     width = max(len(name) for name in COMMANDS)
     lines += [f"  {name.ljust(width)}  {text}" for name, (_, text) in COMMANDS.items()]
-    lines += ["", "'epscert COMMAND --help' lists the flags of a command. Flags a command does not know go to",
-              "Beam (--runner, --direct_num_workers, --direct_running_mode, --job_endpoint, Dataflow flags).",
-              "The default runner is Beam's in-process FnApiRunner (no network needed)."]
+    lines += ["", "'epscert COMMAND --help' lists the flags of a command. certify and sweep are Beam jobs: flags",
+              "they do not know go to Beam (--runner, --direct_num_workers, --direct_running_mode,",
+              "--job_endpoint, Dataflow flags); the default runner is Beam's in-process FnApiRunner (no network)."]
     return "\n".join(lines)
 
 
@@ -43,8 +53,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"epscert: error: unknown command {command!r}; choose one of {', '.join(COMMANDS)} "
               "(see epscert --help)", file=sys.stderr)
         return 2
-    module = importlib.import_module(COMMANDS[command][0])
-    return module.main(rest, prog=f"epscert {command}")
+    return resolve(command)(rest)
 
 
 if __name__ == "__main__":

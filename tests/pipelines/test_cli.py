@@ -42,6 +42,16 @@ def test_sweep_help_lists_every_flag(capsys):
         assert flag in text, flag
 
 
+@pytest.mark.parametrize("command", sorted(cli.COMMANDS))
+def test_every_command_resolves_and_has_help(command, capsys):
+    assert callable(cli.resolve(command))
+    try:
+        code = cli.main([command, "--help"])
+    except SystemExit as stop:  # argparse's own --help exit
+        code = stop.code
+    assert code == 0 and "usage:" in capsys.readouterr().out
+
+
 def test_top_level_usage(capsys):
     assert cli.main(["--help"]) == 0
     assert "certify" in capsys.readouterr().out
