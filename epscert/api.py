@@ -33,6 +33,8 @@ def certify(
     orders: str | Sequence[int] | None = None,
     shards: int = 1,
     pld_discretization: float | None = None,
+    dataset_size: int | None = None,
+    max_batch_size: int | None = None,
     progress: Callable[[int], None] | None = None,
 ) -> pa.Table:
     """δ(ε) of a DP-SGD batch sampler, with certified Monte Carlo bounds and analytic baselines.
@@ -41,13 +43,15 @@ def certify(
     ``order_stats``, ``importance_order_stats``, ``auto``) or analytic (``exact``,
     ``pld_upper``, ``pld_lower``, ``rdp_upper``, ``cube_lower_bound``). Invalid
     arguments raise ``ValueError`` naming the field and value before any sampling.
+    ``dataset_size`` and ``max_batch_size`` (together) add the truncated-batch penalty.
     Returns one row per (method, direction, ε) in :data:`epscert.schema.RESULTS_SCHEMA`.
     """
     kwargs = {} if pld_discretization is None else {"pld_discretization": pld_discretization}
     config = CertifyConfig(
         sampler=sampler, sigma=sigma, steps=steps, epochs=epochs, epsilons=epsilons,
         methods=method, samples=samples, error_prob=error_prob, seed=seed,
-        direction=direction, orders=orders, shards=shards, **kwargs,
+        direction=direction, orders=orders, shards=shards, dataset_size=dataset_size,
+        max_batch_size=max_batch_size, **kwargs,
     )
     return certify_config(config, progress=progress)
 

@@ -149,6 +149,18 @@ def _analytic_values(config: CertifyConfig, method: Method, direction: Direction
     raise ValueError(f"method={method.value!r} is not an analytic method")
 
 
+def row_count(config: CertifyConfig, method: Method) -> int:
+    """Rows :func:`mc_rows` / :func:`analytic_rows` return for one method of ``config``.
+
+    One per direction and ε, plus the 'both' rows when the direction is 'both'; RDP and
+    exact: only the 'both' rows (one per ε).
+    """
+    n_eps = len(config.epsilons)
+    if method in (Method.RDP_UPPER, Method.EXACT):
+        return n_eps
+    return n_eps * (len(config.direction.parts()) + (config.direction is Direction.BOTH))
+
+
 def analytic_rows(config: CertifyConfig, method: Method, wall_seconds: float = 0.0) -> list[dict]:
     """Rows of an analytic method, per direction and ε (RDP and exact: 'both' only)."""
     if method in (Method.RDP_UPPER, Method.EXACT):

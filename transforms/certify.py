@@ -15,7 +15,8 @@ from typing import Iterable, Mapping
 
 import apache_beam as beam
 
-from epscert.params import CertifyConfig, Direction, Method
+from epscert.finalise import row_count
+from epscert.params import CertifyConfig
 from epscert.schema import to_table
 from transforms.progress import ProgressReporter
 from transforms.shards import (
@@ -39,22 +40,9 @@ def sort_rows(rows: Iterable[dict]) -> list[dict]:
     return sorted(rows, key=_sort_key)
 
 
-def method_row_count(config: CertifyConfig, method: Method) -> int:
-    """Rows one method of ``config`` yields (mirrors :mod:`epscert.finalise`).
-
-    Monte Carlo and PLD/cube: one per direction and ε, plus the 'both' rows when the
-    direction is 'both'. RDP and exact: only the 'both' rows.
-    """
-    n_eps = len(config.epsilons)
-    if method in (Method.RDP_UPPER, Method.EXACT):
-        return n_eps
-    both = 1 if config.direction is Direction.BOTH else 0
-    return n_eps * (len(config.direction.parts()) + both)
-
-
 def expected_row_count(config: CertifyConfig) -> int:
     """Rows of a complete result for ``config`` (every resolved method)."""
-    return sum(method_row_count(config, m) for m in config.resolved)
+    return sum(row_count(config, m) for m in config.resolved)
 
 
 def complete_config(item: tuple[str, Iterable[list[dict]]],
