@@ -117,8 +117,10 @@ def mc_epsilon_rows(config: CertifyConfig, method: Method, deltas: Sequence[floa
                 pen_cap = _penalty(config, top)
             ok = (f_ucb + pen_cap <= delta) & (f_eps <= top if config.truncated else True)
             eps_up = float(f_eps[np.flatnonzero(ok)[0]]) if ok.any() else math.inf
-        pens = np.array([_penalty(config, e) for e in f_eps]) if config.truncated else 0.0
-        row = _base(config, method, config.direction, _first_below(f_eps, f_mean + pens, delta), wall)
+        # the point estimate: the fine curve around the crossing, else the coarse curve
+        est_eps, est_mean = (f_eps, f_mean) if delta in brackets else (c_eps, c_mean)
+        pens = np.array([_penalty(config, e) for e in est_eps]) if config.truncated else 0.0
+        row = _base(config, method, config.direction, _first_below(est_eps, est_mean + pens, delta), wall)
         row.update(quantity="epsilon_at_delta", target_delta=delta, delta=delta, epsilon_upper=eps_up,
                    samples=config.samples, error_prob=config.error_prob, seed=str(config.seed),
                    orders=config.orders if method.uses_order_stats else None,

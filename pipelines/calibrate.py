@@ -1,0 +1,139 @@
+"""``epscert calibrate``: the smallest σ whose certified ε(δ) meets a target, as Beam jobs.
+
+Every δ(ε_t) evaluation of the σ search, and the final fresh-seed certificate, is one certify
+Beam job on the chosen runner (shards -> exact sums -> merge -> rows), so calibration runs
+wherever certify runs. The search logic and its guarantees are :func:`epscert.calibrate.calibrate_sigma`.
+
+    epscert calibrate --target-epsilon 8 --delta 1e-5 --sampler balls_and_bins --steps 1000 \
+        --epochs 1 --method importance --samples 200000
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+import sys
+import tempfile
+from typing import Sequence
+
+import apache_beam as beam
+import pyarrow as pa
+
+from epscert.calibrate import calibrate_sigma
+from epscert.params import CertifyConfig, Direction, Method, Sampler
+from pipelines.certify import with_shards
+from pipelines.options import (
+    ArgumentParser, RunnerChoice, UsageError, check_unknown_flags, choose_runner, make_pipeline,
+    parse_floats, parse_int, report_usage_error,
+)
+from pipelines.output import print_rows
+from transforms.certify import CertifyConfigs
+from transforms.sinks import WriteResults, read_table, write_rows
+
+PROG = "epscert calibrate"
+
+
+def build_parser(prog: str = PROG) -> ArgumentParser:
+    parser = ArgumentParser(prog=prog, description="Smallest noise multiplier sigma whose certified "
+                            "epsilon(delta) <= the target, certified by a fresh-seed run. Flags not listed "
+                            "here go to Beam (e.g. --runner).")
+    add = parser.add_argument
+    add("--target-epsilon", "--target_epsilon", required=True, help="target epsilon (>= 0)")
+    add("--delta", required=True, help="target delta in (0, 1)")
+    add("--sampler", default=Sampler.BALLS_AND_BINS.value,
+        help=f"batch sampler: {', '.join(s.value for s in Sampler)} (default: %(default)s)")
+    add("--steps", required=True, help="steps T per epoch")
+    add("--epochs", default="1", help="epochs E (default: %(default)s)")
+    add("--method", default=Method.AUTO.value, help="Monte Carlo method (default: %(default)s)")
+    add("--samples", default="200000", help="samples of the certificate run (default: %(default)s)")
+    add("--search-samples", "--search_samples", default=None,
+        help="samples per search evaluation (default: samples / 4)")
+    add("--error-prob", "--error_prob", default="0.01", help="failure probability beta (default: %(default)s)")
+    add("--seed", default="0", help="search seed (default: %(default)s)")
+    add("--certify-seed", "--certify_seed", default=None, help="seed of the certificate run (default: seed + 1)")
+    add("--direction", default=Direction.BOTH.value, help="remove, add or both (default: %(default)s)")
+    add("--orders", default=None, help="order-statistic ranks as start,stop,step triples")
+    add("--shards", default="auto", help="shards per evaluation, or 'auto' (default: %(default)s)")
+    add("--dataset-size", "--dataset_size", default=None, help="dataset size n (truncated batches)")
+    add("--max-batch-size", "--max_batch_size", default=None, help="largest batch B (truncated batches)")
+    add("--output", default=None, help="Parquet file for the certificate rows (default: none)")
+    add("--format", default="table", choices=("table", "json"), help="stdout format (default: %(default)s)")
+    return parser
+
+
+def beam_runner(choice: RunnerChoice):
+    """A ``run(config) -> pyarrow.Table`` that computes one configuration as a Beam job."""
+
+    def run(config: CertifyConfig) -> pa.Table:
+        tmpdir = tempfile.mkdtemp(prefix="epscert-calibrate-")
+        try:
+            path = os.path.join(tmpdir, "rows.parquet")
+            pipeline = make_pipeline(choice)
+            (pipeline | "Configuration" >> beam.Create([config]) | "Certify" >> CertifyConfigs(None)
+             | "Write" >> WriteResults(path))
+            pipeline.run().wait_until_finish()
+            return read_table(path)
+        finally:
+            shutil.rmtree(tmpdir, ignore_errors=True)
+
+    return run
+
+
+def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
+    parser = build_parser(prog)
+    try:
+        args, pipeline_args = parser.parse_known_args(list(sys.argv[1:] if argv is None else argv))
+        check_unknown_flags(pipeline_args, parser.long_flags())
+        choice = choose_runner(pipeline_args)
+        if not choice.local:
+            raise UsageError(f"calibrate drives a search from this machine; runner={choice.name!r} runs each "
+                             "evaluation remotely and needs a shared --temp_location (use a local runner here)")
+        eps_t = parse_floats("target_epsilon", args.target_epsilon)[0]
+        delta_t = parse_floats("delta", args.delta)[0]
+        config = CertifyConfig(
+            sampler=args.sampler, sigma=1.0, steps=parse_int("steps", args.steps, 1),
+            epochs=parse_int("epochs", args.epochs, 1), epsilons=(eps_t,), methods=(args.method,),
+            samples=parse_int("samples", args.samples, 1), error_prob=args.error_prob,
+            seed=parse_int("seed", args.seed), direction=args.direction, orders=args.orders,
+            dataset_size=None if args.dataset_size is None else parse_int("dataset_size", args.dataset_size, 1),
+            max_batch_size=None if args.max_batch_size is None else parse_int("max_batch_size", args.max_batch_size, 1),
+        )
+        if not any(m.is_monte_carlo for m in config.resolved):
+            raise UsageError(f"calibrate needs a Monte Carlo method, got method={args.method!r}")
+        config = with_shards(config, args.shards)
+        search = None if args.search_samples is None else parse_int("search_samples", args.search_samples, 1)
+        certify_seed = None if args.certify_seed is None else parse_int("certify_seed", args.certify_seed)
+        if args.output is not None and not os.access(os.path.dirname(os.path.abspath(args.output)), os.W_OK):
+            raise UsageError(f"output is not writable, got output={args.output!r}")
+        result = calibrate_sigma(config, eps_t, delta_t, search_samples=search, certify_seed=certify_seed,
+                                 run=beam_runner(choice))
+    except (UsageError, ValueError) as err:
+        return report_usage_error(prog, err if isinstance(err, UsageError) else UsageError(str(err)))
+    rows = result.certificate.to_pylist()
+    summary = {
+        "target_epsilon": eps_t, "target_delta": delta_t, "sampler": config.sampler.value,
+        "sigma": result.sigma, "certified": result.certified, "delta_upper_at_target": result.delta_upper,
+        "certify_seed": rows[0]["seed"], "poisson_sigma_pld": result.poisson_sigma,
+        "deterministic_sigma_exact": result.deterministic_sigma, "search_evaluations": len(result.search_sigmas),
+        "search_seconds": round(result.search_seconds, 2), "certify_seconds": round(result.certify_seconds, 2),
+    }
+    if args.format == "json":
+        print(json.dumps(summary))
+    else:
+        for key, value in summary.items():
+            print(f"{key:28s} {value}")
+        print()
+        print_rows(rows, "table", sys.stdout, {rows[0]["config_id"]})
+    if args.output is not None:
+        write_rows(rows, args.output)
+    if not result.certified:
+        print(f"{prog}: the fresh-seed run did not certify sigma={result.sigma:.4g} (UCB {result.delta_upper:.3g} "
+              f"> delta {delta_t:g}); raise --samples or the target", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(prog="python -m pipelines.calibrate"))

@@ -1,0 +1,80 @@
+"""``epscert compare``: every accountant side by side for one (σ, T, E).
+
+δ per ε (deterministic exact, Poisson PLD upper/lower, RDP and Fourier bracket, shuffle and
+Balls-and-Bins lower bounds, Balls-and-Bins Monte Carlo mean and UCB) and, with ``--deltas``,
+ε per δ. Computed in process (:func:`epscert.compare.compare_rows`).
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from typing import Sequence
+
+from epscert.compare import compare_rows, pivot
+from epscert.params import CertifyConfig, Direction, Method
+from pipelines.options import ArgumentParser, UsageError, parse_floats, parse_int, report_usage_error
+from transforms.sinks import write_rows
+
+PROG = "epscert compare"
+
+
+def build_parser(prog: str = PROG) -> ArgumentParser:
+    parser = ArgumentParser(prog=prog, description="Side-by-side delta(epsilon) and epsilon(delta) of every "
+                            "accountant for one configuration.")
+    add = parser.add_argument
+    add("--sigma", required=True, help="noise multiplier sigma > 0")
+    add("--steps", required=True, help="steps T per epoch")
+    add("--epochs", default="1", help="epochs E (default: %(default)s)")
+    add("--epsilons", default="1,2,4,8", help="epsilon grid (default: %(default)s)")
+    add("--deltas", default=None, help="comma-separated deltas for the epsilon(delta) rows (default: none)")
+    add("--method", default=Method.AUTO.value, help="Balls-and-Bins Monte Carlo method (default: %(default)s)")
+    add("--samples", default="100000", help="Monte Carlo samples per direction (default: %(default)s)")
+    add("--error-prob", "--error_prob", default="0.01", help="failure probability beta (default: %(default)s)")
+    add("--seed", default="0", help="root seed (default: %(default)s)")
+    add("--direction", default=Direction.BOTH.value, help="remove, add or both (default: %(default)s)")
+    add("--no-fft", "--no_fft", action="store_true", help="skip the Fourier-accountant bracket")
+    add("--output", default=None, help="also write every row to this Parquet file")
+    return parser
+
+
+def _cell(value) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, str):
+        return value
+    if not math.isfinite(value):
+        return str(value)
+    return f"{value:.4g}" if value == 0 or 1e-3 <= abs(value) < 1e4 else f"{value:.3e}"
+
+
+def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
+    parser = build_parser(prog)
+    try:
+        args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+        config = CertifyConfig(
+            sampler="balls_and_bins", sigma=args.sigma, steps=parse_int("steps", args.steps, 1),
+            epochs=parse_int("epochs", args.epochs, 1), epsilons=parse_floats("epsilons", args.epsilons),
+            methods=(args.method,), samples=parse_int("samples", args.samples, 1), error_prob=args.error_prob,
+            seed=parse_int("seed", args.seed), direction=args.direction,
+        )
+        if not all(m.is_monte_carlo for m in config.resolved):
+            raise UsageError(f"method must be a Monte Carlo method, got method={args.method!r}")
+        deltas = parse_floats("deltas", args.deltas) if args.deltas else ()
+        rows = compare_rows(config, deltas, fft=not args.no_fft)
+    except (UsageError, ValueError) as err:
+        return report_usage_error(prog, err if isinstance(err, UsageError) else UsageError(str(err)))
+    header, table = pivot(rows, config.direction.value)
+    cells = [header] + [[_cell(v) for v in line] for line in table]
+    widths = [max(len(line[i]) for line in cells) for i in range(len(header))]
+    print(f"σ={config.sigma:g}, T={config.steps}, E={config.epochs}, direction={config.direction.value}, "
+          f"Monte Carlo: {config.resolved[0].value}, {config.samples} samples, β={config.error_prob:g}")
+    for line in cells:
+        print("  ".join(c.rjust(w) for c, w in zip(line, widths)))
+    if args.output is not None:
+        write_rows(rows, args.output)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(prog="python -m pipelines.compare"))

@@ -1,0 +1,55 @@
+"""`epscert compare` and `epscert calibrate` (issue 6) from the command line."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from epscert.calibrate import calibrate_sigma
+from epscert.params import CertifyConfig
+from pipelines import cli
+
+
+def test_compare_prints_every_accountant(capsys):
+    assert cli.main(["compare", "--sigma", "0.8", "--steps", "50", "--epsilons", "1,2",
+                     "--deltas", "1e-3", "--samples", "5000"]) == 0
+    out = capsys.readouterr().out
+    for label in ("δ_D exact", "δ_P PLD upper", "δ_P PLD lower", "δ_P RDP", "δ_P FFT upper", "δ_S lower",
+                  "δ_B lower", "δ_B MC mean", "δ_B UCB"):
+        assert label in out
+    assert "ε=1" in out and "ε=2" in out and "δ=0.001" in out
+
+
+@pytest.mark.parametrize("argv,field", [(["--sigma", "0", "--steps", "10"], "sigma"),
+                                        (["--sigma", "1", "--steps", "10", "--deltas", "2"], "delta"),
+                                        (["--sigma", "1", "--steps", "10", "--method", "pld_upper"], "method")])
+def test_compare_bad_input(capsys, argv, field):
+    assert cli.main(["compare", *argv]) == 2
+    err = capsys.readouterr().err
+    assert field in err and "Traceback" not in err
+
+
+def test_calibrate_beam_job_equals_the_in_process_search(capsys):
+    # T = 1: cheap; the Beam evaluations must reproduce the in-process tables, so the same σ comes out
+    argv = ["calibrate", "--target-epsilon", "1.5", "--delta", "1e-2", "--steps", "1", "--samples", "20000",
+            "--method", "importance", "--shards", "2", "--format", "json"]
+    assert cli.main(argv) == 0
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    config = CertifyConfig("balls_and_bins", 1.0, 1, (1.5,), methods=("importance",), samples=20000, shards=2)
+    local = calibrate_sigma(config, 1.5, 1e-2)
+    assert summary["sigma"] == local.sigma
+    assert summary["delta_upper_at_target"] == local.delta_upper
+    assert summary["certified"] is True and summary["certify_seed"] == "1"
+    assert summary["poisson_sigma_pld"] == pytest.approx(local.poisson_sigma)
+
+
+@pytest.mark.parametrize("argv,field", [(["--target-epsilon", "-1", "--delta", "1e-3", "--steps", "10"], "epsilon"),
+                                        (["--target-epsilon", "1", "--delta", "1e-3", "--steps", "10",
+                                          "--method", "exact"], "method"),
+                                        (["--target-epsilon", "1", "--delta", "1e-3", "--steps", "10",
+                                          "--runner", "DaskRunner"], "runner")])
+def test_calibrate_bad_input(capsys, argv, field):
+    assert cli.main(["calibrate", *argv]) == 2
+    err = capsys.readouterr().err
+    assert field in err and "Traceback" not in err
