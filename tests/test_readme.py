@@ -31,3 +31,36 @@ def test_ci_runs_the_readme_test_command():
     assert "pytest" in test_command
     ci = (ROOT / ".ci" / "run").read_text()
     assert test_command in ci, f"CI must run the README's test command: {test_command!r}"
+
+
+def test_readme_sweep_spec_parses(tmp_path):
+    from pipelines.spec import load  # noqa: PLC0415 (Beam import only for this test)
+
+    blocks = _blocks("yaml")
+    assert blocks, "the README has no sweep spec"
+    for text in blocks:
+        path = tmp_path / "sweep.yaml"
+        path.write_text(text)
+        configs = load(str(path))
+        assert len(configs) >= 1
+
+
+def test_readme_main_command_runs(tmp_path, capsys):
+    import shlex  # noqa: PLC0415
+
+    import pyarrow.parquet as pq  # noqa: PLC0415
+
+    from pipelines import cli  # noqa: PLC0415
+
+    commands = [line.strip() for block in _blocks("bash") for line in block.splitlines()
+                if line.strip() and not line.strip().startswith("#")]
+    main_command = commands[0].split("&&", 1)[1]
+    argv = shlex.split(main_command)
+    assert argv[0] == "epscert" and argv[1] == "certify"
+    argv = argv[1:]
+    argv[argv.index("--samples") + 1] = "2000"  # the same job, test-sized
+    argv[argv.index("--output") + 1] = str(tmp_path / "results.parquet")
+    assert cli.main(argv + ["--no-progress"]) == 0
+    table = pq.read_table(tmp_path / "results.parquet")
+    assert {"importance", "cube_lower_bound", "pld_upper", "exact"} <= set(table.column("method").to_pylist())
+    assert "mc_upper_confidence" in capsys.readouterr().out
