@@ -17,7 +17,7 @@ import math
 import pyarrow as pa
 
 from epscert.api import certify_config
-from epscert.calibrate import Calibration, calibrate_sigma
+from epscert.calibrate import Calibration, calibrate_sigma, check_certifiable
 from epscert.epsilon_at_delta import mc_epsilon_rows, analytic_epsilon_rows, check_deltas
 from epscert.params import CertifyConfig, Method
 from epscert.schema import to_table
@@ -40,6 +40,7 @@ class Accountant:
             orders=orders, dataset_size=dataset_size, max_batch_size=max_batch_size,
         )
         self.method = self.config.resolved[0]
+        check_certifiable(self.config, self.method)
         if not self.method.is_monte_carlo and self.method not in _UPPER_ANALYTIC:
             raise ValueError(f"method must give an upper bound (Monte Carlo, exact, pld_upper or rdp_upper), "
                              f"got method={method!r}")

@@ -54,7 +54,7 @@ def kl_ucb(mean: float, count: int, error_prob: float, scale: float = 1.0) -> fl
     if p_hat >= 1.0:
         return scale
     if p_hat == 0.0:  # kl(0 || p) = -log(1 - p): closed form
-        return scale * min(1.0, -math.expm1(-target))
+        return scale * min(1.0, -math.expm1(-target) * (1.0 + UCB_SAFETY))
     lo, hi = p_hat, 1.0
     if bernoulli_kl(p_hat, hi) < target:
         return scale

@@ -28,7 +28,8 @@ import pyarrow as pa
 from epscert.analytic.deterministic import deterministic_delta
 from epscert.analytic.poisson import composed_pld
 from epscert.api import certify_config
-from epscert.params import CertifyConfig, check_float
+from epscert.params import CertifyConfig, Method, check_float
+from epscert.samplers import loss_sampler
 from epscert.truncation import truncation_penalty
 
 #: Relative tolerance on σ of the search (the reported σ is within this of the search's crossing).
@@ -87,6 +88,17 @@ def _penalty(config: CertifyConfig, eps: float) -> float:
     return truncation_penalty(eps, config.dataset_size, config.steps, config.epochs, config.max_batch_size)
 
 
+def check_certifiable(config: CertifyConfig, method: Method) -> None:
+    """Refuse a Monte Carlo method whose pair only gives a conjecture (the shuffle pair, SPEC §1).
+
+    Its numbers lower-bound the shuffle sampler's δ under a conjectured tightness; returned as a
+    bare "certified" value they could understate ε.
+    """
+    if method.is_monte_carlo and loss_sampler(config, method).guarantee != "mc_upper_confidence":
+        raise ValueError(f"sampler={config.sampler.value!r} has no certified Monte Carlo bound (the shuffle pair "
+                         "is tight only under a conjecture); use epscert.certify, whose rows say 'conjecture'")
+
+
 def calibrate_sigma(config: CertifyConfig, target_epsilon: float, target_delta: float,
                     search_samples: int | None = None, certify_seed: int | None = None,
                     rel_tol: float = SIGMA_REL_TOL,
@@ -98,6 +110,8 @@ def calibrate_sigma(config: CertifyConfig, target_epsilon: float, target_delta: 
     seed other than the search seed gives an independent sample set. ``run`` computes one
     configuration's table: in process by default, or a Beam job (``pipelines.calibrate``).
     """
+    for method in config.resolved:
+        check_certifiable(config, method)
     eps_t = check_float("target_epsilon", target_epsilon, low=0.0, low_open=False)
     delta_t = check_float("target_delta", target_delta, low=0.0, low_open=True, high=1.0)
     pen = _penalty(config, eps_t)

@@ -17,8 +17,9 @@ Refinement: a coarse grid brackets each crossing, then a fine grid of ``fine_poi
 values between the bracketing points. Without importance sampling the fine pass uses the
 same seed, so its samples are the coarse pass's samples. With importance sampling the
 event depends on the smallest ε of the grid, so the fine pass conditions on the lower end
-of the bracket: it draws a new, independent sample set, and the certificate comes from
-that pass alone (its grid was fixed before its samples were drawn).
+of the bracket: it draws a new, independent sample set (unless that end is the coarse
+grid's smallest ε, when the event and the samples are the same and the argument above
+applies), and the certificate comes from that pass alone.
 """
 
 from __future__ import annotations

@@ -19,7 +19,10 @@ MAX_EPSILON = 200.0
 
 def epsilon_for_delta(delta_fn: Callable[[float], float], target: float, side: str,
                       tol: float = EPSILON_TOL, hi: float = MAX_EPSILON) -> float:
-    """ε with δ(ε) crossing ``target`` for a non-increasing ``delta_fn``; inf if never below."""
+    """ε with δ(ε) crossing ``target`` for a non-increasing ``delta_fn``.
+
+    If δ(hi) is still above the target, the upper side returns inf and the lower side hi.
+    """
     if not 0.0 < target < 1.0:
         raise ValueError(f"delta must be in (0, 1), got delta={target}")
     if side not in ("upper", "lower"):
@@ -27,8 +30,8 @@ def epsilon_for_delta(delta_fn: Callable[[float], float], target: float, side: s
     lo = 0.0
     if delta_fn(lo) <= target:
         return lo
-    if delta_fn(hi) > target:
-        return math.inf
+    if delta_fn(hi) > target:  # never below the target up to hi: ε > hi (upper: unknown, inf)
+        return math.inf if side == "upper" else hi
     while hi - lo > tol:
         mid = 0.5 * (lo + hi)
         if delta_fn(mid) <= target:

@@ -77,7 +77,8 @@ def composed_lower_pld(sigma: float, steps: int, epochs: int, pair: str, directi
         pmf, inf_mass = _rounded_pmf(log_q, log_p, discretization)
     pld = pld_lib.PrivacyLossDistribution.create_from_rounded_probability(
         pmf, inf_mass, discretization, pessimistic_estimate=False)
-    return pld.self_compose(epochs) if epochs > 1 else pld
+    # no truncated tail mass moved to infinity: that would raise δ above a lower bound
+    return pld.self_compose(epochs, tail_mass_truncation=0.0) if epochs > 1 else pld
 
 
 def composed_lower_bound(sigma: float, steps: int, epochs: int, epsilons, pair: str,

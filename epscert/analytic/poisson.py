@@ -32,7 +32,9 @@ def composed_pld(sigma: float, steps: int, epochs: int, discretization: float,
         pessimistic_estimate=pessimistic, value_discretization_interval=discretization,
         use_connect_dots=pessimistic,  # connect-the-dots is pessimistic-only
     )
-    return single.self_compose(steps * epochs)
+    # dp_accounting adds the truncated tail (1e-15 by default) to the infinity mass, which is
+    # pessimistic: right for an upper bound, wrong for the optimistic (lower) one
+    return single.self_compose(steps * epochs, tail_mass_truncation=1e-15 if pessimistic else 0.0)
 
 
 def poisson_pld_delta(sigma: float, steps: int, epochs: int, epsilons, direction: Direction,

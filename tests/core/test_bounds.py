@@ -27,7 +27,8 @@ def test_ucb_solves_the_kl_equation(p_hat, m, beta):
 
 def test_ucb_at_zero_mean_is_the_closed_form():
     m, beta = 500, 0.01
-    assert kl_ucb(0.0, m, beta) == pytest.approx(1 - beta ** (1 / m), rel=1e-12)
+    exact = 1 - beta ** (1 / m)
+    assert exact <= kl_ucb(0.0, m, beta) <= exact * (1 + 2e-9)  # inflated by UCB_SAFETY, never below
 
 
 def test_ucb_is_above_the_mean_and_monotone():

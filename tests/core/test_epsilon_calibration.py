@@ -133,3 +133,13 @@ def test_accountant_interface():
         acc.get_epsilon(0.0)
     with pytest.raises(ValueError, match="sigma"):
         epscert.Accountant(noise_multiplier=-1.0, steps=10)
+
+
+@pytest.mark.parametrize("sampler", ["shuffle", "shuffle_persistent"])
+def test_conjectured_pairs_are_never_returned_as_certificates(sampler):
+    # the shuffle pair's Monte Carlo is only a conjecture: no bare "certified" number from it
+    with pytest.raises(ValueError, match="sampler"):
+        epscert.Accountant(noise_multiplier=1.0, steps=10, sampler=sampler)
+    config = CertifyConfig(sampler, 1.0, 10, (1.0,), methods=("naive",), samples=1000)
+    with pytest.raises(ValueError, match="sampler"):
+        calibrate_sigma(config, 1.0, 1e-3)
