@@ -10,6 +10,7 @@ import enum
 import hashlib
 import json
 import math
+import reprlib
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
@@ -25,6 +26,8 @@ MAX_SAMPLE_BYTES = 2**30
 MAX_RANKS = 1_000_000
 #: Refuse requests beyond this many sampled coordinates in total (~4 core-years at ~13 ns each).
 MAX_TOTAL_COORDINATES = 10**16
+#: Largest T accepted (10^12 steps: far beyond any training run, still exact in float64).
+MAX_STEPS = 10**12
 #: Smallest σ accepted (1/σ² must stay finite in float64).
 MIN_SIGMA = 1e-100
 #: Default PLD discretization for dp_accounting baselines.
@@ -97,6 +100,17 @@ SUPPORTED_METHODS: dict[Sampler, frozenset[Method]] = {
 AUTO_ORDER_STATS_MIN_STEPS = 2000
 
 
+_REPR = reprlib.Repr()
+_REPR.maxlevel, _REPR.maxlist, _REPR.maxdict, _REPR.maxstring, _REPR.maxother = 3, 6, 6, 80, 80
+
+
+def show(value: object) -> str:
+    """A bounded repr for error messages (a user value may be huge or deeply nested)."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 64:
+        return f"<an integer of about {int(value.bit_length() * 0.30103)} digits>"
+    return _REPR.repr(value)
+
+
 def _enum(kind: type[enum.Enum], name: str, value: object) -> enum.Enum:
     if isinstance(value, kind):
         return value
@@ -104,21 +118,21 @@ def _enum(kind: type[enum.Enum], name: str, value: object) -> enum.Enum:
         return kind(value)
     except ValueError:
         allowed = ", ".join(m.value for m in kind)
-        raise ValueError(f"{name} must be one of {allowed}; got {name}={value!r}") from None
+        raise ValueError(f"{name} must be one of {allowed}; got {name}={show(value)}") from None
 
 
 def check_int(name: str, value: object, minimum: int) -> int:
     """An integer >= minimum; integral floats are accepted, fractions and bools are not."""
     if isinstance(value, bool):
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {name}={value!r}")
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {name}={show(value)}")
     if isinstance(value, (int, np.integer)):
         out = int(value)
     elif isinstance(value, (float, np.floating)) and math.isfinite(value) and float(value).is_integer():
         out = int(value)
     else:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {name}={value!r}")
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {name}={show(value)}")
     if out < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {name}={value!r}")
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {name}={show(value)}")
     return out
 
 
@@ -127,15 +141,15 @@ def check_float(name: str, value: object, *, low: float, low_open: bool,
     """A finite float in the given interval, else ValueError naming the field."""
     try:
         out = float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a number, got {name}={value!r}") from None
+    except (TypeError, ValueError, OverflowError):
+        raise ValueError(f"{name} must be a number, got {name}={show(value)}") from None
     if isinstance(value, bool) or not math.isfinite(out):
-        raise ValueError(f"{name} must be a finite number, got {name}={value!r}")
+        raise ValueError(f"{name} must be a finite number, got {name}={show(value)}")
     bad_low = out <= low if low_open else out < low
     bad_high = out >= high if high_open else out > high
     if bad_low or bad_high:
         lo, hi = ("(" if low_open else "["), (")" if high_open else "]")
-        raise ValueError(f"{name} must be in {lo}{low}, {high}{hi}, got {name}={value!r}")
+        raise ValueError(f"{name} must be in {lo}{low}, {high}{hi}, got {name}={show(value)}")
     return out
 
 
@@ -152,7 +166,7 @@ def parse_orders(orders: object, max_rank: int | None = None) -> tuple[int, ...]
         try:
             flat = [int(p) for p in parts]
         except ValueError:
-            raise ValueError(f"orders must be integers 'start,stop,step,...', got orders={orders!r}") from None
+            raise ValueError(f"orders must be integers 'start,stop,step,...', got orders={show(orders)}") from None
     elif isinstance(orders, Iterable):
         flat = []
         for item in orders:  # type: ignore[union-attr]
@@ -162,9 +176,9 @@ def parse_orders(orders: object, max_rank: int | None = None) -> tuple[int, ...]
                 flat.append(item)
         flat = [check_int("orders", v, -(2**62)) for v in flat]
     else:
-        raise ValueError(f"orders must be (start, stop, step) triples, got orders={orders!r}")
+        raise ValueError(f"orders must be (start, stop, step) triples, got orders={show(orders)}")
     if not flat or len(flat) % 3:
-        raise ValueError(f"orders must be a non-empty list of (start, stop, step) triples, got orders={orders!r}")
+        raise ValueError(f"orders must be a non-empty list of (start, stop, step) triples, got orders={show(orders)}")
     ranks: list[int] = []
     for start, stop, step in zip(flat[0::3], flat[1::3], flat[2::3]):
         if step < 1 or stop <= start:
@@ -175,10 +189,10 @@ def parse_orders(orders: object, max_rank: int | None = None) -> tuple[int, ...]
         count = len(ranks) + len(range(start, stop, step))
         if count > MAX_RANKS:
             raise ValueError(f"orders expands to {count} ranks, more than the limit {MAX_RANKS} "
-                             f"(orders={orders!r})")
+                             f"(orders={show(orders)})")
         if max_rank is not None and last > max_rank:  # refuse before expanding a huge range
             raise ValueError(f"orders must be <= steps - 1 = {max_rank}, got largest order={last} "
-                             f"(orders={orders!r})")
+                             f"(orders={show(orders)})")
         ranks.extend(range(start, stop, step))
     return tuple(ranks)
 
@@ -230,6 +244,8 @@ class CertifyConfig:
         set_("direction", _enum(Direction, "direction", self.direction))
         set_("sigma", check_float("sigma", self.sigma, low=MIN_SIGMA, low_open=False))
         set_("steps", check_int("steps", self.steps, 1))
+        if self.steps > MAX_STEPS:
+            raise ValueError(f"steps must be <= {MAX_STEPS}, got steps={show(self.steps)}")
         set_("epochs", check_int("epochs", self.epochs, 1))
         set_("samples", check_int("samples", self.samples, 1))
         set_("shards", check_int("shards", self.shards, 1))
@@ -243,7 +259,7 @@ class CertifyConfig:
         if isinstance(methods, (str, Method)):
             methods = (methods,)
         if not isinstance(methods, Sequence) or len(methods) == 0:
-            raise ValueError(f"method must be a method name or a non-empty list, got method={self.methods!r}")
+            raise ValueError(f"method must be a method name or a non-empty list, got method={show(self.methods)}")
         methods = tuple(dict.fromkeys(_enum(Method, "method", m) for m in methods))
         set_("methods", methods)
         for m in methods:
@@ -266,7 +282,7 @@ class CertifyConfig:
         if isinstance(epsilons, (int, float, np.number)) and not isinstance(epsilons, bool):
             epsilons = (epsilons,)
         if isinstance(epsilons, str) or not isinstance(epsilons, Iterable):
-            raise ValueError(f"epsilons must be a non-empty list of numbers, got epsilons={epsilons!r}")
+            raise ValueError(f"epsilons must be a non-empty list of numbers, got epsilons={show(epsilons)}")
         values = [check_float("epsilon", e, low=0.0, low_open=False) for e in epsilons]
         if not values:
             raise ValueError("epsilons must be a non-empty list of numbers, got epsilons=[]")
@@ -305,19 +321,19 @@ class CertifyConfig:
                 object.__setattr__(self, "orders", compress_orders(ranks))
             return
         if not wants:
-            raise ValueError(f"orders only apply to order-statistic methods, got orders={self.orders!r} "
+            raise ValueError(f"orders only apply to order-statistic methods, got orders={show(self.orders)} "
                              f"with method={[m.value for m in self.methods]}")
         ranks = parse_orders(self.orders, max_rank=self.steps - 1)
         if ranks[0] != 1:
-            raise ValueError(f"orders must start at rank 1, got first order={ranks[0]} (orders={self.orders!r})")
+            raise ValueError(f"orders must start at rank 1, got first order={ranks[0]} (orders={show(self.orders)})")
         diffs = np.diff(np.asarray(ranks, dtype=np.int64))
         if np.any(diffs <= 0):
             bad = int(np.argmax(diffs <= 0))
             raise ValueError(f"orders must be strictly increasing (no duplicates), got rank {ranks[bad]} "
-                             f"followed by {ranks[bad + 1]} (orders={self.orders!r})")
+                             f"followed by {ranks[bad + 1]} (orders={show(self.orders)})")
         if ranks[-1] > self.steps - 1:
             raise ValueError(f"orders must be <= steps - 1 = {self.steps - 1}, got largest order={ranks[-1]} "
-                             f"(orders={self.orders!r})")
+                             f"(orders={show(self.orders)})")
         object.__setattr__(self, "ranks", ranks)
         object.__setattr__(self, "orders", compress_orders(ranks))
 
@@ -326,11 +342,11 @@ class CertifyConfig:
         if self.dataset_size is None and self.max_batch_size is None:
             return
         if self.dataset_size is None or self.max_batch_size is None:
-            raise ValueError(f"dataset_size and max_batch_size go together, got dataset_size={self.dataset_size!r}, "
-                             f"max_batch_size={self.max_batch_size!r}")
+            raise ValueError(f"dataset_size and max_batch_size go together, got dataset_size={show(self.dataset_size)}, "
+                             f"max_batch_size={show(self.max_batch_size)}")
         if self.sampler not in (Sampler.POISSON, Sampler.BALLS_AND_BINS):
             raise ValueError(f"truncated batches apply to poisson and balls_and_bins (Binomial batch sizes), "
-                             f"got sampler={self.sampler.value!r} with max_batch_size={self.max_batch_size!r}")
+                             f"got sampler={self.sampler.value!r} with max_batch_size={show(self.max_batch_size)}")
         object.__setattr__(self, "dataset_size", check_int("dataset_size", self.dataset_size, 1))
         object.__setattr__(self, "max_batch_size", check_int("max_batch_size", self.max_batch_size, 1))
 

@@ -25,7 +25,7 @@ from epscert.calibrate import calibrate_sigma
 from epscert.params import CertifyConfig, Direction, Method, Sampler
 from pipelines.certify import with_shards
 from pipelines.options import (
-    ArgumentParser, RunnerChoice, UsageError, check_unknown_flags, choose_runner, make_pipeline,
+    ArgumentParser, RunnerChoice, UsageError, check_unknown_flags, check_writable_file, choose_runner, make_pipeline,
     parse_floats, parse_int, report_usage_error,
 )
 from pipelines.output import print_rows
@@ -105,8 +105,8 @@ def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
         config = with_shards(config, args.shards)
         search = None if args.search_samples is None else parse_int("search_samples", args.search_samples, 1)
         certify_seed = None if args.certify_seed is None else parse_int("certify_seed", args.certify_seed)
-        if args.output is not None and not os.access(os.path.dirname(os.path.abspath(args.output)), os.W_OK):
-            raise UsageError(f"output is not writable, got output={args.output!r}")
+        if args.output is not None:
+            check_writable_file("output", args.output)
         result = calibrate_sigma(config, eps_t, delta_t, search_samples=search, certify_seed=certify_seed,
                                  run=beam_runner(choice))
     except (UsageError, ValueError) as err:

@@ -13,7 +13,10 @@ from typing import Sequence
 
 from epscert.compare import compare_rows, pivot
 from epscert.params import CertifyConfig, Direction, Method
-from pipelines.options import ArgumentParser, UsageError, parse_floats, parse_int, report_usage_error
+from epscert.epsilon_at_delta import check_deltas
+from pipelines.options import (
+    ArgumentParser, UsageError, check_writable_file, parse_floats, parse_int, report_usage_error,
+)
 from transforms.sinks import write_rows
 
 PROG = "epscert compare"
@@ -60,7 +63,9 @@ def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
         )
         if not all(m.is_monte_carlo for m in config.resolved):
             raise UsageError(f"method must be a Monte Carlo method, got method={args.method!r}")
-        deltas = parse_floats("deltas", args.deltas) if args.deltas else ()
+        deltas = check_deltas(parse_floats("deltas", args.deltas)) if args.deltas else ()
+        if args.output is not None:
+            check_writable_file("output", args.output)
         rows = compare_rows(config, deltas, fft=not args.no_fft)
     except (UsageError, ValueError) as err:
         return report_usage_error(prog, err if isinstance(err, UsageError) else UsageError(str(err)))

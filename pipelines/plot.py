@@ -10,7 +10,6 @@
 
 from __future__ import annotations
 
-import argparse
 import math
 import os
 import sys
@@ -18,6 +17,8 @@ from collections import defaultdict
 from typing import Sequence
 
 import pyarrow.parquet as pq
+
+from pipelines.options import ArgumentParser, check_writable_file
 
 MC_METHODS = ("naive", "importance", "order_stats", "importance_order_stats")
 
@@ -129,29 +130,27 @@ def _save(fig, out: str) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="epscert plot", description=__doc__.splitlines()[0])
+    parser = ArgumentParser(prog="epscert plot", description=__doc__.splitlines()[0])
     parser.add_argument("results", help="a results Parquet file (certify or sweep output)")
     parser.add_argument("--out", required=True, help="PNG file to write")
     parser.add_argument("--kind", choices=("delta", "sigma"), default="delta",
                         help="delta: δ(ε) curves; sigma: ε(δ) against σ from a sweep")
     parser.add_argument("--delta", type=float, default=1e-5, help="target δ for --kind sigma")
     parser.add_argument("--direction", choices=("both", "remove", "add"), default="both")
-    args = parser.parse_args(argv)
     try:
+        args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
         if not os.path.isfile(args.results):
             raise ValueError(f"results must be an existing Parquet file, got results={args.results!r}")
         if not 0.0 < args.delta < 1.0:
             raise ValueError(f"delta must be in (0, 1), got delta={args.delta}")
-        out_dir = os.path.dirname(os.path.abspath(args.out))
-        if not os.access(out_dir, os.W_OK):
-            raise ValueError(f"out must be in a writable directory, got out={args.out!r}")
+        check_writable_file("out", args.out)
         table = pq.read_table(args.results)
         if args.kind == "delta":
             path = plot_delta_curves(table, args.out, args.direction)
         else:
             path = plot_epsilon_vs_sigma(table, args.out, args.delta, args.direction)
-    except (ValueError, OSError) as exc:
-        print(f"epscert plot: {exc}", file=sys.stderr)
+    except (ValueError, OSError) as exc:  # UsageError is a ValueError
+        print(f"epscert plot: error: {' '.join(str(exc).split())}", file=sys.stderr)
         return 2
     print(path)
     return 0

@@ -32,6 +32,7 @@ Files are parsed with ``yaml.safe_load`` or ``json.loads`` only.
 from __future__ import annotations
 
 import itertools
+import reprlib
 import json
 import os
 from typing import Any, Mapping
@@ -62,6 +63,15 @@ class SpecError(UsageError):
     """A sweep specification that cannot run; the message names the key and the value."""
 
 
+_REPR = reprlib.Repr()
+_REPR.maxlevel, _REPR.maxlist, _REPR.maxdict, _REPR.maxstring, _REPR.maxother = 3, 6, 6, 80, 80
+
+
+def _show(value: Any) -> str:
+    """A bounded repr for messages: YAML aliases can make a small file expand to gigabytes."""
+    return _REPR.repr(value)
+
+
 def read_text(path: str) -> str:
     try:
         if is_local(path):
@@ -70,7 +80,7 @@ def read_text(path: str) -> str:
         with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as handle:
             return handle.read().decode("utf-8")
     except (OSError, UnicodeDecodeError) as err:
-        raise SpecError(f"cannot read sweep spec {path!r}: {err}") from None
+        raise SpecError(f"cannot read sweep spec {_show(path)}: {err}") from None
 
 
 def load_spec(path: str) -> dict:
@@ -79,11 +89,14 @@ def load_spec(path: str) -> dict:
     is_json = os.path.splitext(path)[1].lower() == ".json"
     try:
         spec = json.loads(text) if is_json else yaml.safe_load(text)
-    except (json.JSONDecodeError, yaml.YAMLError) as err:
-        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise SpecError(f"sweep spec {path!r} is not valid {'JSON' if is_json else 'YAML'}: {first}") from None
+    except (json.JSONDecodeError, yaml.YAMLError, ValueError, TypeError, KeyError, IndexError,
+            AttributeError, RecursionError, OverflowError) as err:
+        # beyond syntax errors, the safe loaders raise these for impossible dates, bad !!int /
+        # !!float / !!timestamp scalars, over-long int literals and deep nesting
+        first = str(err).strip().splitlines()[0][:200] if str(err).strip() else type(err).__name__
+        raise SpecError(f"sweep spec {_show(path)} is not valid {'JSON' if is_json else 'YAML'}: {first}") from None
     if not isinstance(spec, dict):
-        raise SpecError(f"sweep spec {path!r} must be a mapping of keys to values, got {type(spec).__name__}")
+        raise SpecError(f"sweep spec {_show(path)} must be a mapping of keys to values, got {type(spec).__name__}")
     return spec
 
 
@@ -91,26 +104,26 @@ def _scalar(key: str, value: Any, allow_none: bool = False) -> Any:
     if value is None and allow_none:
         return value
     if isinstance(value, bool) or not isinstance(value, (str, int, float)):
-        raise SpecError(f"sweep spec: {key} values must be numbers or names, got {key}={value!r}")
+        raise SpecError(f"sweep spec: {key} values must be numbers or names, got {key}={_show(value)}")
     return value
 
 
 def _grid(key: str, value: Any) -> list:
     values = value if isinstance(value, list) else [value]
     if not values:
-        raise SpecError(f"sweep spec: grid {key!r} is empty, got {key}=[]")
+        raise SpecError(f"sweep spec: grid {_show(key)} is empty, got {key}=[]")
     if key == "orders":
         for v in values:
             if v is not None and not isinstance(v, str):
                 raise SpecError(f"sweep spec: orders values must be strings like '1,100,1' or null, "
-                                f"got orders={v!r}")
+                                f"got orders={_show(v)}")
     else:
         values = [_scalar(key, v) for v in values]
     seen = set()
     for v in values:
         marker = (type(v).__name__, v)
         if marker in seen:
-            raise SpecError(f"sweep spec: grid {key!r} lists {v!r} twice")
+            raise SpecError(f"sweep spec: grid {_show(key)} lists {_show(v)} twice")
         seen.add(marker)
     return values
 
@@ -119,29 +132,29 @@ def _check_keys(spec: Mapping) -> None:
     allowed = GRID_KEYS + SINGLE_KEYS
     for key in spec:
         if key not in allowed:
-            raise SpecError(f"sweep spec: unknown key {key!r}; allowed keys: {', '.join(allowed)}")
+            raise SpecError(f"sweep spec: unknown key {_show(key)}; allowed keys: {', '.join(allowed)}")
     for key in REQUIRED_KEYS:
         if key not in spec:
-            raise SpecError(f"sweep spec: missing required key {key!r}")
+            raise SpecError(f"sweep spec: missing required key {_show(key)}")
     has_steps, has_b = "steps" in spec, "batch_size" in spec
     has_n, has_max = "dataset_size" in spec, "max_batch_size" in spec
     if has_steps and has_b:
         raise SpecError("sweep spec: give either steps or dataset_size and batch_size, not both "
-                        f"(got steps={spec['steps']!r}, batch_size={spec['batch_size']!r})")
+                        f"(got steps={_show(spec['steps'])}, batch_size={_show(spec['batch_size'])})")
     if not has_steps and not has_b:
         raise SpecError("sweep spec: missing required key 'steps' (steps, or dataset_size and batch_size)")
     if (has_b or has_max) and not has_n:
         key = "batch_size" if has_b else "max_batch_size"
-        raise SpecError(f"sweep spec: missing required key 'dataset_size' (needed by {key}={spec[key]!r})")
+        raise SpecError(f"sweep spec: missing required key 'dataset_size' (needed by {key}={_show(spec[key])})")
     if has_n and not (has_b or has_max):
-        raise SpecError(f"sweep spec: dataset_size={spec['dataset_size']!r} needs batch_size (to derive steps) "
+        raise SpecError(f"sweep spec: dataset_size={_show(spec['dataset_size'])} needs batch_size (to derive steps) "
                         "or max_batch_size (truncated batches)")
 
 
 def _steps(n: Any, b: Any) -> int:
     for name, v in (("dataset_size", n), ("batch_size", b)):
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise SpecError(f"sweep spec: {name} must be an integer >= 1, got {name}={v!r}")
+            raise SpecError(f"sweep spec: {name} must be an integer >= 1, got {name}={_show(v)}")
     if b > n:
         raise SpecError(f"sweep spec: batch_size must be <= dataset_size, got batch_size={b}, dataset_size={n}")
     return n // b
@@ -156,17 +169,17 @@ def _single(spec: Mapping) -> dict:
     out["epsilons"] = tuple(_scalar("epsilons", e) for e in eps)
     seed = spec.get("seed", 0)
     if isinstance(seed, bool) or not isinstance(seed, int):
-        raise SpecError(f"sweep spec: seed must be one non-negative integer, got seed={seed!r}")
+        raise SpecError(f"sweep spec: seed must be one non-negative integer, got seed={_show(seed)}")
     out["seed"] = seed
     shards = spec.get("shards", "auto")
     if shards != "auto" and (isinstance(shards, bool) or not isinstance(shards, int) or shards < 1):
-        raise SpecError(f"sweep spec: shards must be 'auto' or an integer >= 1, got shards={shards!r}")
+        raise SpecError(f"sweep spec: shards must be 'auto' or an integer >= 1, got shards={_show(shards)}")
     out["shards"] = shards
     if "pld_discretization" in spec:
         out["pld_discretization"] = _scalar("pld_discretization", spec["pld_discretization"])
     baselines = spec.get("baselines", False)
     if not isinstance(baselines, bool):
-        raise SpecError(f"sweep spec: baselines must be true or false, got baselines={baselines!r}")
+        raise SpecError(f"sweep spec: baselines must be true or false, got baselines={_show(baselines)}")
     out["baselines"] = baselines
     return out
 
@@ -192,7 +205,7 @@ def expand(spec: Mapping) -> list[CertifyConfig]:
             raise
         except ValueError as err:
             invalid.append(f"combination {index + 1} of {size} "
-                           f"({', '.join(f'{k}={v!r}' for k, v in point.items())}): {err}")
+                           f"({', '.join(f'{k}={_show(v)}' for k, v in point.items())}): {err}")
             continue
         configs.setdefault(config.config_id, config)
     if invalid:

@@ -139,6 +139,8 @@ def cli_fft(argv: Sequence[str] | None = None) -> int:
         schedule = Schedule.from_json(args.schedule)
         eps = _floats("--epsilons", args.epsilons)
         direction = Direction(args.direction)
+        if args.running_every < 0:
+            raise ValueError(f"--running-every must be >= 1 (or 0 for none), got --running-every={args.running_every}")
         if (args.half_width is None) != (args.size is None):
             raise ValueError("--half-width and --size go together, got only one of them")
         note = ""
@@ -153,8 +155,6 @@ def cli_fft(argv: Sequence[str] | None = None) -> int:
         bounds = fft_bounds(schedule, eps, grid, direction)
         running = None
         if args.running_every:
-            if args.running_every < 1:
-                raise ValueError(f"--running-every must be >= 1, got --running-every={args.running_every}")
             marks = list(range(args.running_every, schedule.steps + 1, args.running_every))
             running = running_bounds(schedule, eps, grid, direction, marks or [schedule.steps])
     except ValueError as err:

@@ -6,8 +6,8 @@ this module writes into ``tmp_path`` (sweep specs, fft schedules, a results tabl
 standing in for a directory); at least one needle (a field name) must appear on the error line.
 Entries run in process through :func:`pipelines.cli.main` with every sampling and pipeline entry
 point replaced by a tripwire; a handful also run as ``python -m pipelines.cli`` subprocesses.
-Entries that currently fail are ``xfail(strict=True)`` with the reason: they are bugs, not
-expectations.
+Entries with a ``bug`` text are regressions: they failed when this corpus was written (the text
+says how) and pass since the fix.
 """
 
 from __future__ import annotations
@@ -101,9 +101,9 @@ FILES = {
 
 def E(command: str, argv: list[str], needles: str | tuple[str, ...], *, id: str, bug: str | None = None,
       raises=AssertionError):
-    """One corpus entry; ``bug`` marks a known defect (strict xfail: it must keep failing, by raising
-    ``raises``, until fixed)."""
-    marks = [pytest.mark.xfail(strict=True, raises=raises, reason=bug)] if bug else []
+    """One corpus entry; ``bug`` records a defect this corpus found (now fixed: the entry is a
+    regression test; ``raises`` was the exception the bug raised)."""
+    marks = []
     needles = (needles,) if isinstance(needles, str) else needles
     return pytest.param(command, argv, needles, id=f"{command}-{id}", marks=marks)
 

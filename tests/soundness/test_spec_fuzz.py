@@ -11,7 +11,7 @@ ones (junk values: wrong types, negative numbers, NaN, inf, huge ints, empty lis
 unknown keys, conflicting keys), each dumped as YAML and as JSON (the two must agree); (b) raw
 text and bytes: arbitrary text, token soup of YAML syntax (tags, anchors, aliases, merge keys,
 directives), mutated valid files, and alias "bombs" of bounded expansion. Inputs that reach a known
-bug live in the strict-xfail tests at the end, each with a minimal reproduction.
+bug live in the regression tests at the end, each with a minimal reproduction.
 """
 
 from __future__ import annotations
@@ -433,14 +433,11 @@ def test_python_tags_never_execute(tmp_path, position):
         assert not marker.exists(), f"executed: {tag}"
 
 
-# ---- known bugs (strict xfail: each must keep failing until fixed) ------------------------------
+# ---- regressions: bugs this suite found, now fixed (each test once was a strict xfail) ---------
 
 BIG = 10**400  # an int float() cannot convert
 
 
-@pytest.mark.xfail(strict=True, raises=OverflowError,
-                   reason="OverflowError: check_float (epscert/params.py) calls float() on ints beyond the float "
-                          "range and catches only TypeError/ValueError; expand() lets it through")
 @pytest.mark.parametrize("key, value", [("sigma", BIG), ("epsilons", [1, BIG]), ("error_prob", -BIG),
                                         ("pld_discretization", BIG)],
                          ids=["sigma", "epsilons", "error_prob", "pld_discretization"])
@@ -450,10 +447,6 @@ def test_bug_int_beyond_float_range_escapes(workdir, key, value):
         load_file(workdir, dump(spec, fmt), "." + fmt)
 
 
-@pytest.mark.xfail(strict=True, raises=TypeError,
-                   reason="TypeError: default_orders (epscert/params.py) passes steps - 1 > 2**64 to np.geomspace, "
-                          "whose object array has no log10; raised for auto/order-statistic methods (steps has "
-                          "no upper bound in CertifyConfig)")
 @pytest.mark.parametrize("spec", [
     {"sigma": 1.0, "steps": 10**20, "epsilons": [1], "samples": 100},
     {"sigma": 1.0, "dataset_size": 10**30, "batch_size": 1, "epsilons": [1], "method": "order_stats"},
@@ -469,7 +462,6 @@ LOADER_BUG = ("load_spec catches only JSONDecodeError/YAMLError, but the loaders
 LOADER_ERRORS = (RecursionError, ValueError, KeyError, IndexError, AttributeError)
 
 
-@pytest.mark.xfail(strict=True, raises=LOADER_ERRORS, reason=LOADER_BUG)
 @pytest.mark.parametrize("text, suffix", [
     pytest.param("sigma: 2001-13-45\nsteps: 10\nepsilons: [1]\n", ".yaml", id="impossible-date"),
     pytest.param("sigma: !!int x\nsteps: 10\nepsilons: [1]\n", ".yaml", id="int-tag"),
@@ -487,7 +479,6 @@ def test_bug_loader_errors_other_than_syntax_escape(workdir, text, suffix):
     load_file(workdir, text, suffix)
 
 
-@pytest.mark.xfail(strict=True, raises=LOADER_ERRORS, reason=LOADER_BUG)
 @settings(max_examples=100, **FUZZ_NO_SHRINK)
 @given(data=st.data())
 def test_bug_fuzz_with_typed_scalars_and_dates(workdir, data):
@@ -498,10 +489,6 @@ def test_bug_fuzz_with_typed_scalars_and_dates(workdir, data):
     assert not marker.exists()
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="billion laughs through the error path: SpecError messages embed repr() of the offending "
-                          "value, which expands every alias (a 400-byte file with 9 levels gives a 3.5 GB message; "
-                          "10 levels exhaust memory)")
 @settings(max_examples=30, **FUZZ_NO_SHRINK)
 @given(place=st.sampled_from(BOMB_PLACES), levels=st.integers(1, 5), width=st.integers(1, 6))
 def test_bug_alias_bomb_messages_are_not_bounded(workdir, place, levels, width):
@@ -512,9 +499,6 @@ def test_bug_alias_bomb_messages_are_not_bounded(workdir, place, levels, width):
     check_refusal(info.value, path.stat().st_size, bounded=True)
 
 
-@pytest.mark.xfail(strict=True, raises=(OverflowError, TypeError),
-                   reason="fuzzing with ints beyond the float range and astronomical steps reaches the "
-                          "OverflowError and TypeError bugs above")
 @settings(max_examples=60, **FUZZ_NO_SHRINK)
 @given(spec=valid_specs(), key=st.sampled_from(["sigma", "epsilons", "error_prob", "pld_discretization", "steps"]),
        value=st.one_of(st.integers(10**309, 10**400), st.integers(-10**400, -10**309), st.integers(10**20, 10**40)))
