@@ -2,7 +2,8 @@
 
 Every δ(ε_t) evaluation of the σ search, and the final fresh-seed certificate, is one certify
 Beam job on the chosen runner (shards -> exact sums -> merge -> rows), so calibration runs
-wherever certify runs. The search logic and its guarantees are :func:`epscert.calibrate.calibrate_sigma`.
+wherever certify runs: in process, multi-process, Portable (Flink/Spark job servers), and on
+remote runners with a shared ``--temp_location`` for the rows of each evaluation. The search logic and its guarantees are :func:`epscert.calibrate.calibrate_sigma`.
 
     epscert calibrate --target-epsilon 8 --delta 1e-5 --sampler balls_and_bins --steps 1000 \
         --epochs 1 --method importance --samples 200000
@@ -12,14 +13,16 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import shutil
 import sys
 import tempfile
+import uuid
 from typing import Sequence
 
 import apache_beam as beam
 import pyarrow as pa
+from apache_beam.io.filesystems import FileSystems
+from apache_beam.options.pipeline_options import GoogleCloudOptions
 
 from epscert.calibrate import calibrate_sigma
 from epscert.params import CertifyConfig, Direction, Method, Sampler
@@ -30,7 +33,7 @@ from pipelines.options import (
 )
 from pipelines.output import print_rows
 from transforms.certify import CertifyConfigs
-from transforms.sinks import WriteResults, read_table, write_rows
+from transforms.sinks import WriteResults, is_local, join, read_table, write_rows
 
 PROG = "epscert calibrate"
 
@@ -63,20 +66,40 @@ def build_parser(prog: str = PROG) -> ArgumentParser:
     return parser
 
 
+def temp_base(choice: RunnerChoice) -> str | None:
+    """Where remote runners leave each evaluation's rows: ``--temp_location`` (None: local temp dir)."""
+    if choice.local:
+        return None
+    location = choice.options.view_as(GoogleCloudOptions).temp_location
+    if not location or is_local(location):
+        raise UsageError(f"runner={choice.name!r} needs --temp_location on storage its workers and this machine "
+                         f"share (e.g. gs://bucket/tmp), got temp_location={location!r}")
+    return location
+
+
 def beam_runner(choice: RunnerChoice):
-    """A ``run(config) -> pyarrow.Table`` that computes one configuration as a Beam job."""
+    """A ``run(config) -> pyarrow.Table`` that computes one configuration as a Beam job.
+
+    Local runners write the rows to a local temporary directory; remote runners (Dataflow, or a
+    Flink/Spark cluster through their runners) to a fresh folder under ``--temp_location``.
+    """
+    base = temp_base(choice)
 
     def run(config: CertifyConfig) -> pa.Table:
-        tmpdir = tempfile.mkdtemp(prefix="epscert-calibrate-")
+        folder = tempfile.mkdtemp(prefix="epscert-calibrate-") if base is None else \
+            join(base, f"epscert-calibrate-{uuid.uuid4().hex}")
+        path = join(folder, "rows.parquet")
         try:
-            path = os.path.join(tmpdir, "rows.parquet")
             pipeline = make_pipeline(choice)
             (pipeline | "Configuration" >> beam.Create([config]) | "Certify" >> CertifyConfigs(None)
              | "Write" >> WriteResults(path))
             pipeline.run().wait_until_finish()
             return read_table(path)
         finally:
-            shutil.rmtree(tmpdir, ignore_errors=True)
+            if base is None:
+                shutil.rmtree(folder, ignore_errors=True)
+            elif FileSystems.exists(path):
+                FileSystems.delete([path])
 
     return run
 
@@ -87,9 +110,7 @@ def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
         args, pipeline_args = parser.parse_known_args(list(sys.argv[1:] if argv is None else argv))
         check_unknown_flags(pipeline_args, parser.long_flags())
         choice = choose_runner(pipeline_args)
-        if not choice.local:
-            raise UsageError(f"calibrate drives a search from this machine; runner={choice.name!r} runs each "
-                             "evaluation remotely and needs a shared --temp_location (use a local runner here)")
+        temp_base(choice)  # remote runners: a shared --temp_location, checked before any work
         eps_t = parse_floats("target_epsilon", args.target_epsilon)[0]
         delta_t = parse_floats("delta", args.delta)[0]
         config = CertifyConfig(

@@ -53,3 +53,22 @@ def test_calibrate_bad_input(capsys, argv, field):
     assert cli.main(["calibrate", *argv]) == 2
     err = capsys.readouterr().err
     assert field in err and "Traceback" not in err
+
+
+def test_calibrate_on_a_remote_runner_needs_a_shared_temp_location(capsys):
+    argv = ["calibrate", "--target-epsilon", "1", "--delta", "1e-2", "--steps", "10",
+            "--runner", "DataflowRunner", "--project", "p", "--region", "r"]
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert "temp_location" in err and "Traceback" not in err
+
+
+@pytest.mark.slow
+def test_calibrate_on_two_worker_processes_equals_in_process(capsys):
+    argv = ["calibrate", "--target-epsilon", "1.5", "--delta", "1e-2", "--steps", "1", "--samples", "20000",
+            "--method", "importance", "--shards", "2", "--format", "json",
+            "--direct_num_workers=2", "--direct_running_mode=multi_processing"]
+    assert cli.main(argv) == 0
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    config = CertifyConfig("balls_and_bins", 1.0, 1, (1.5,), methods=("importance",), samples=20000, shards=2)
+    assert summary["sigma"] == calibrate_sigma(config, 1.5, 1e-2).sigma
