@@ -31,10 +31,10 @@ from typing import Sequence
 
 import numpy as np
 
-from epscert.analytic.composed import composed_lower_pld
+from epscert.analytic.composed import composed_lower_pld, sliced_delta
 from epscert.analytic.cube import cube_lower_bound
 from epscert.analytic.deterministic import deterministic_delta
-from epscert.analytic.poisson import _composed_pld
+from epscert.analytic.poisson import _composed_pld, pmf_delta
 from epscert.api import certify_config
 from epscert.baselines import baseline_tasks
 from epscert.finalise import _base
@@ -142,9 +142,10 @@ def _delta_curve(config: CertifyConfig, method: Method, direction: Direction):
     if method is Method.EXACT:
         return lambda e: float(deterministic_delta(s, E, e))
     if method in (Method.PLD_UPPER, Method.PLD_LOWER):
-        pld = _composed_pld(float(s), int(T), int(E), float(config.pld_discretization), method is Method.PLD_UPPER)
+        upper = method is Method.PLD_UPPER
+        pld = _composed_pld(float(s), int(T), int(E), float(config.pld_discretization), upper)
         pmf = pld._pmf_remove if direction is Direction.REMOVE else pld._pmf_add  # noqa: SLF001
-        return lambda e: float(pmf.get_delta_for_epsilon(e))
+        return lambda e: pmf_delta(pmf, e, upper)
     if method is Method.CUBE_LOWER_BOUND:
         pair = "balls_and_bins" if config.sampler is Sampler.BALLS_AND_BINS else "shuffle"
         persistent = config.sampler is Sampler.SHUFFLE_PERSISTENT
@@ -153,7 +154,7 @@ def _delta_curve(config: CertifyConfig, method: Method, direction: Direction):
             return lambda e: float(cube_lower_bound(sigma, T, [e], pair, direction)[0])
         pld = composed_lower_pld(float(sigma), int(T), int(epochs), pair, direction,
                                  float(config.pld_discretization), 16.0 / epochs)
-        return lambda e: float(pld.get_delta_for_epsilon(e))
+        return lambda e: sliced_delta(pld, e)
     raise ValueError(f"no ε(δ) for method={method.value!r}")
 
 

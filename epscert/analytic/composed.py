@@ -77,8 +77,17 @@ def composed_lower_pld(sigma: float, steps: int, epochs: int, pair: str, directi
         pmf, inf_mass = _rounded_pmf(log_q, log_p, discretization)
     pld = pld_lib.PrivacyLossDistribution.create_from_rounded_probability(
         pmf, inf_mass, discretization, pessimistic_estimate=False)
-    # no truncated tail mass moved to infinity: that would raise δ above a lower bound
-    return pld.self_compose(epochs, tail_mass_truncation=0.0) if epochs > 1 else pld
+    return pld.self_compose(epochs) if epochs > 1 else pld
+
+
+def sliced_delta(pld: pld_lib.PrivacyLossDistribution, epsilon: float) -> float:
+    """δ(ε) of a composed sliced PLD without dp_accounting's truncated-tail mass at infinity.
+
+    The sliced pair is built with no mass at infinity, so after composing, all of it is the tail
+    dp_accounting truncated (and moved up, pessimistically); subtracting it keeps a lower bound.
+    """
+    pmf = pld._pmf_remove  # noqa: SLF001 (the PLD is built symmetric: one PMF)
+    return max(0.0, float(pmf.get_delta_for_epsilon(epsilon)) - float(pmf._infinity_mass))  # noqa: SLF001
 
 
 def composed_lower_bound(sigma: float, steps: int, epochs: int, epsilons, pair: str,
@@ -91,4 +100,4 @@ def composed_lower_bound(sigma: float, steps: int, epochs: int, epsilons, pair: 
             composed_lower_bound(sigma, steps, epochs, eps, pair, Direction.ADD, discretization))
     pld = composed_lower_pld(float(sigma), int(steps), int(epochs), pair, direction, float(discretization),
                              float(eps.max()) / epochs)
-    return np.maximum(np.asarray(pld.get_delta_for_epsilon([float(e) for e in eps])), 0.0)
+    return np.asarray([sliced_delta(pld, float(e)) for e in eps])

@@ -32,9 +32,19 @@ def composed_pld(sigma: float, steps: int, epochs: int, discretization: float,
         pessimistic_estimate=pessimistic, value_discretization_interval=discretization,
         use_connect_dots=pessimistic,  # connect-the-dots is pessimistic-only
     )
-    # dp_accounting adds the truncated tail (1e-15 by default) to the infinity mass, which is
-    # pessimistic: right for an upper bound, wrong for the optimistic (lower) one
-    return single.self_compose(steps * epochs, tail_mass_truncation=1e-15 if pessimistic else 0.0)
+    return single.self_compose(steps * epochs)
+
+
+def pmf_delta(pmf, epsilon: float, pessimistic: bool) -> float:
+    """δ(ε) of one direction's PMF; optimistic values lose the spurious infinity mass.
+
+    dp_accounting moves the tail mass it truncates while composing (1e-15 per composition by
+    default) to infinity, which is pessimistic: right for an upper bound, too high for a lower
+    one. The Poisson-subsampled Gaussian has no infinite losses, so the whole infinity mass of an
+    optimistic composition is that artefact and is subtracted (keeping a lower bound a lower bound).
+    """
+    value = float(pmf.get_delta_for_epsilon(epsilon))
+    return value if pessimistic else max(0.0, value - float(pmf._infinity_mass))  # noqa: SLF001
 
 
 def poisson_pld_delta(sigma: float, steps: int, epochs: int, epsilons, direction: Direction,
@@ -42,11 +52,9 @@ def poisson_pld_delta(sigma: float, steps: int, epochs: int, epsilons, direction
     """δ_P(ε) for one direction (REMOVE: mixture vs Gaussian) or BOTH (the max)."""
     pld = _composed_pld(float(sigma), int(steps), int(epochs), float(discretization), bool(pessimistic))
     eps = [float(e) for e in np.atleast_1d(epsilons)]
-    if direction is Direction.BOTH:
-        return np.asarray(pld.get_delta_for_epsilon(eps), dtype=np.float64)
     # dp_accounting keeps the two directions as two PMFs; '_pmf_remove' is the REMOVE one.
-    pmf = pld._pmf_remove if direction is Direction.REMOVE else pld._pmf_add  # noqa: SLF001
-    return np.asarray([pmf.get_delta_for_epsilon(e) for e in eps], dtype=np.float64)
+    pmfs = [pld._pmf_remove if d is Direction.REMOVE else pld._pmf_add for d in direction.parts()]  # noqa: SLF001
+    return np.asarray([max(pmf_delta(pmf, e, pessimistic) for pmf in pmfs) for e in eps], dtype=np.float64)
 
 
 def poisson_rdp_delta(sigma: float, steps: int, epochs: int, epsilons) -> np.ndarray:
