@@ -11,7 +11,7 @@ API in the create / add / merge / result shape that a Beam CombineFn wraps.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable, Mapping
+from typing import Iterable
 
 import numpy as np
 
@@ -103,6 +103,3 @@ def merge(accumulators: Iterable[Accumulator]) -> Accumulator:
             totals[d] = totals[d] + sums if d in totals else sums
     return Accumulator(tuple(sorted(totals.items(), key=lambda kv: kv[0].value)))
 
-
-def from_mapping(parts: Mapping[Direction, DirectionSums]) -> Accumulator:
-    return Accumulator(tuple(sorted(parts.items(), key=lambda kv: kv[0].value)))

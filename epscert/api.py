@@ -14,7 +14,7 @@ import pyarrow as pa
 
 from epscert import accumulator as acc_mod
 from epscert.finalise import analytic_rows, mc_rows
-from epscert.params import CertifyConfig, Method
+from epscert.params import CertifyConfig
 from epscert.schema import to_table
 from epscert.shard import plan_shards, run_shard
 
@@ -70,7 +70,3 @@ def certify_config(config: CertifyConfig, progress: Callable[[int], None] | None
             rows.extend(dict(r, wall_seconds=wall) for r in new)
     return to_table(rows)
 
-
-def resolve_method(config: CertifyConfig, method: Method) -> Method:
-    """The Monte Carlo method ``auto`` stands for in this configuration."""
-    return config._resolve(method)  # noqa: SLF001

@@ -30,7 +30,7 @@ from epscert.analytic.poisson import composed_pld
 from epscert.api import certify_config
 from epscert.params import CertifyConfig, Method, check_float
 from epscert.samplers import loss_sampler
-from epscert.truncation import truncation_penalty
+from epscert.truncation import config_penalty
 
 #: Relative tolerance on σ of the search (the reported σ is within this of the search's crossing).
 SIGMA_REL_TOL = 0.01
@@ -82,12 +82,6 @@ def _analytic_sigma(delta_at: callable, target_delta: float, rel_tol: float,
     return _bisect_log(lambda s: delta_at(s) <= target_delta, lo, hi, rel_tol)
 
 
-def _penalty(config: CertifyConfig, eps: float) -> float:
-    if not config.truncated:
-        return 0.0
-    return truncation_penalty(eps, config.dataset_size, config.steps, config.epochs, config.max_batch_size)
-
-
 def check_certifiable(config: CertifyConfig, method: Method) -> None:
     """Refuse a Monte Carlo method whose pair only gives a conjecture (the shuffle pair, SPEC §1).
 
@@ -114,7 +108,7 @@ def calibrate_sigma(config: CertifyConfig, target_epsilon: float, target_delta: 
         check_certifiable(config, method)
     eps_t = check_float("target_epsilon", target_epsilon, low=0.0, low_open=False)
     delta_t = check_float("target_delta", target_delta, low=0.0, low_open=True, high=1.0)
-    pen = _penalty(config, eps_t)
+    pen = config_penalty(config, eps_t)
     if pen >= delta_t:
         raise ValueError(f"the truncation penalty {pen:.3g} at target_epsilon={eps_t} already exceeds "
                          f"target_delta={delta_t}; raise max_batch_size")

@@ -40,7 +40,7 @@ from epscert.baselines import baseline_tasks
 from epscert.finalise import _base
 from epscert.inverse import epsilon_for_delta
 from epscert.params import CertifyConfig, Direction, Method, Sampler, check_float
-from epscert.truncation import truncation_penalty
+from epscert.truncation import config_penalty
 
 DEFAULT_COARSE_GRID = (0.0, 0.125, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0,
                        10.0, 12.0, 16.0, 20.0, 24.0, 32.0, 40.0, 48.0, 64.0)
@@ -115,12 +115,12 @@ def mc_epsilon_rows(config: CertifyConfig, method: Method, deltas: Sequence[floa
         if delta in brackets:
             top = brackets[delta][1]
             if config.truncated:
-                pen_cap = _penalty(config, top)
+                pen_cap = config_penalty(config, top)
             ok = (f_ucb + pen_cap <= delta) & (f_eps <= top if config.truncated else True)
             eps_up = float(f_eps[np.flatnonzero(ok)[0]]) if ok.any() else math.inf
         # the point estimate: the fine curve around the crossing, else the coarse curve
         est_eps, est_mean = (f_eps, f_mean) if delta in brackets else (c_eps, c_mean)
-        pens = np.array([_penalty(config, e) for e in est_eps]) if config.truncated else 0.0
+        pens = np.array([config_penalty(config, e) for e in est_eps]) if config.truncated else 0.0
         row = _base(config, method, config.direction, _first_below(est_eps, est_mean + pens, delta), wall)
         row.update(quantity="epsilon_at_delta", target_delta=delta, delta=delta, epsilon_upper=eps_up,
                    samples=config.samples, error_prob=config.error_prob, seed=str(config.seed),
@@ -130,10 +130,6 @@ def mc_epsilon_rows(config: CertifyConfig, method: Method, deltas: Sequence[floa
                    else "mc_upper_confidence")
         rows.append(row)
     return rows
-
-
-def _penalty(config: CertifyConfig, eps: float) -> float:
-    return truncation_penalty(eps, config.dataset_size, config.steps, config.epochs, config.max_batch_size)
 
 
 def _delta_curve(config: CertifyConfig, method: Method, direction: Direction):
@@ -169,7 +165,7 @@ def _analytic_epsilon(config: CertifyConfig, method: Method, delta: float, direc
     if not config.truncated:
         return epsilon_for_delta(curve, delta, "upper" if upper else "lower")
     sign = 1.0 if upper else -1.0
-    charged = lambda e: min(1.0, max(0.0, curve(e) + sign * _penalty(config, e)))  # noqa: E731
+    charged = lambda e: min(1.0, max(0.0, curve(e) + sign * config_penalty(config, e)))  # noqa: E731
     if not upper:  # l(ε) - pen(ε) is non-increasing
         return epsilon_for_delta(charged, delta, "lower")
     # u + pen falls then rises: find a feasible point on a scan, then bisect below it

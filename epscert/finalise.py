@@ -20,7 +20,7 @@ from epscert.analytic.poisson import poisson_pld_delta, poisson_rdp_delta
 from epscert.bounds import kl_ucb, standard_error
 from epscert.params import CertifyConfig, Direction, Method, Sampler
 from epscert.samplers import loss_sampler
-from epscert.truncation import truncation_penalty
+from epscert.truncation import config_penalty
 
 MC_BOUND_NAME = "kl_chernoff"
 
@@ -46,8 +46,7 @@ def apply_truncation(config: CertifyConfig, rows: list[dict]) -> list[dict]:
     if not config.truncated:
         return rows
     for row in rows:
-        pen = truncation_penalty(row["epsilon"], config.dataset_size, config.steps, config.epochs,
-                                 config.max_batch_size)
+        pen = config_penalty(config, row["epsilon"])
         row["truncation_penalty"] = pen
         if row["guarantee"] != "lower_bound":
             row["delta"] = min(1.0, row["delta"] + pen)

@@ -22,11 +22,6 @@ REJECTION_ROUNDS = 3
 _LOG_HALF = math.log(0.5)
 
 
-def log_phi(x: np.ndarray | float) -> np.ndarray | float:
-    """log Φ(x), accurate in both tails."""
-    return special.log_ndtr(x)
-
-
 def log_survival_max(c: float, steps: int) -> float:
     """log Pr[max of `steps` i.i.d. N(0,1) >= c] = log(1 - Φ(c)^T), tail-accurate."""
     log_cdf_max = steps * float(special.log_ndtr(c))

@@ -91,13 +91,6 @@ def gaussian_order_stats_by_rank(
     return v
 
 
-def gaussian_order_stats(
-    rng: np.random.Generator, ranks: np.ndarray, d: int, n: int, log_cdf_bound: np.ndarray | float = 0.0
-) -> np.ndarray:
-    """(n, R) array: :func:`gaussian_order_stats_by_rank` in sample-major layout."""
-    return np.ascontiguousarray(gaussian_order_stats_by_rank(rng, ranks, d, n, log_cdf_bound).T)
-
-
 def upper_tail_weights(ranks: np.ndarray, d: int) -> np.ndarray:
     """log w_j, w_j = k_{j+1} - k_j with k_{R+1} = d + 1: the v_j-dominated counts (REMOVE bound).
 

@@ -18,8 +18,6 @@ import numpy as np
 
 from epscert.rng import check_seed
 
-#: Bytes one block of one direction may hold in its largest array (SPEC: memory bounded per worker).
-MAX_BLOCK_BYTES = 64 * 2**20
 #: A single sample may not need more than this (beyond it, use order statistics).
 MAX_SAMPLE_BYTES = 2**30
 #: At most this many order-statistic ranks (R ~ 150 is typical; more is a typo, not a plan).

@@ -45,6 +45,13 @@ def truncation_penalty(epsilon: float, dataset_size: int, steps: int, epochs: in
     return 1.0 if log_pen >= 0.0 else math.exp(log_pen)
 
 
+def config_penalty(config, epsilon: float) -> float:
+    """The penalty of a :class:`~epscert.params.CertifyConfig` at ε (0 without truncation)."""
+    if not config.truncated:
+        return 0.0
+    return truncation_penalty(epsilon, config.dataset_size, config.steps, config.epochs, config.max_batch_size)
+
+
 def smallest_max_batch_size(epsilon: float, target_delta: float, dataset_size: int, steps: int,
                             epochs: int, fraction: float = DEFAULT_PENALTY_FRACTION) -> int:
     """Smallest B with truncation_penalty(ε, ...) <= fraction · target_delta (binary search).

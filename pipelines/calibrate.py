@@ -11,7 +11,6 @@ remote runners with a shared ``--temp_location`` for the rows of each evaluation
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import shutil
 import sys

@@ -32,7 +32,6 @@ Files are parsed with ``yaml.safe_load`` or ``json.loads`` only.
 from __future__ import annotations
 
 import itertools
-import reprlib
 import json
 import os
 from typing import Any, Mapping
@@ -42,7 +41,7 @@ from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
 from epscert.baselines import baseline_tasks
-from epscert.params import CertifyConfig
+from epscert.params import CertifyConfig, show
 from pipelines.certify import with_shards
 from pipelines.options import UsageError
 from transforms.sinks import is_local
@@ -63,13 +62,8 @@ class SpecError(UsageError):
     """A sweep specification that cannot run; the message names the key and the value."""
 
 
-_REPR = reprlib.Repr()
-_REPR.maxlevel, _REPR.maxlist, _REPR.maxdict, _REPR.maxstring, _REPR.maxother = 3, 6, 6, 80, 80
-
-
-def _show(value: Any) -> str:
-    """A bounded repr for messages: YAML aliases can make a small file expand to gigabytes."""
-    return _REPR.repr(value)
+#: Bounded reprs in messages: YAML aliases can make a small file expand to gigabytes.
+_show = show
 
 
 def read_text(path: str) -> str:

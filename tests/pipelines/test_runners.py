@@ -97,7 +97,7 @@ def portable_services(tmp_path):
                                           start_new_session=True))
         wait_for_port(job_port, procs[0])
         wait_for_port(pool_port, procs[1])
-        yield [f"--runner=PortableRunner", f"--job_endpoint=localhost:{job_port}", "--environment_type=EXTERNAL",
+        yield ["--runner=PortableRunner", f"--job_endpoint=localhost:{job_port}", "--environment_type=EXTERNAL",
                f"--environment_config=localhost:{pool_port}"]
     finally:
         for proc in procs:  # the worker pool's SDK workers share its process group

@@ -16,7 +16,7 @@ import epscert
 import epscert.api
 import epscert.rng
 import epscert.shard
-from epscert.samplers.base import LossSampler
+from .tripwires import trip_sampler_draws
 
 NAN, INF = math.nan, math.inf
 ROOT = Path(__file__).resolve().parents[2]
@@ -113,12 +113,7 @@ def no_work(monkeypatch):
         for name in names:
             if hasattr(module, name):
                 monkeypatch.setattr(module, name, boom)
-    stack = [LossSampler]
-    while stack:
-        cls = stack.pop()
-        stack.extend(cls.__subclasses__())
-        if "draw" in vars(cls):
-            monkeypatch.setattr(cls, "draw", boom)
+    trip_sampler_draws(monkeypatch, boom)
     monkeypatch.setattr(np.random, "Generator", boom)
 
 

@@ -26,7 +26,7 @@ import epscert.api
 import epscert.compare
 import epscert.fft.report
 import epscert.shard
-from epscert.samplers.base import LossSampler
+from .tripwires import trip_sampler_draws
 from pipelines import cli
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -313,12 +313,7 @@ def tripwires(monkeypatch):
                           (epscert.fft.report, ("fft_bounds", "running_bounds"))):
         for name in names:
             monkeypatch.setattr(module, name, boom)
-    stack = [LossSampler]
-    while stack:
-        cls = stack.pop()
-        stack.extend(cls.__subclasses__())
-        if "draw" in vars(cls):
-            monkeypatch.setattr(cls, "draw", boom)
+    trip_sampler_draws(monkeypatch, boom)
 
 
 def error_lines(err: str) -> list[str]:
