@@ -12,7 +12,7 @@ import argparse
 import platform
 import time
 
-from epscert.calibrate import calibrate_sigma
+from epscert.inverse.calibrate import calibrate_sigma
 from epscert.params import CertifyConfig
 
 

@@ -55,7 +55,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--samples", default="1000000")
     parser.add_argument("--sigma", default="0.35")
     parser.add_argument("--steps", default="1000")
-    parser.add_argument("--shards", default="auto", help="shard count or 'auto' (epscert.shard.auto_shards)")
+    parser.add_argument("--shards", default="auto", help="shard count or 'auto' (epscert.montecarlo.shard.auto_shards)")
     parser.add_argument("--skip-api", action="store_true", help="do not time the in-process API")
     args = parser.parse_args(argv)
     job_args = ["--sampler", "balls_and_bins", "--sigma", args.sigma, "--steps", args.steps,

@@ -9,12 +9,12 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from epscert import accumulator as acc_mod
-from epscert.finalise import mc_rows
+from epscert.montecarlo import accumulator as acc_mod
+from epscert.results.rows import mc_rows
 from epscert.params import CertifyConfig, Direction, Method
 from epscert.rng import shard_generator
-from epscert.samplers import loss_sampler
-from epscert.shard import ShardTask, run_shard
+from epscert.montecarlo.samplers import loss_sampler
+from epscert.montecarlo.shard import ShardTask, run_shard
 
 #: Elements of the arrays the RNG + exp limit is measured on (one block: 8 MiB of float64).
 LIMIT_ELEMENTS = 2**20

@@ -16,9 +16,9 @@ import math
 
 import pyarrow as pa
 
-from epscert.api import certify_config
-from epscert.calibrate import Calibration, calibrate_sigma, check_certifiable
-from epscert.epsilon_at_delta import mc_epsilon_rows, analytic_epsilon_rows, check_deltas
+from epscert.results.tables import certify_config
+from epscert.inverse.calibrate import Calibration, calibrate_sigma, check_certifiable
+from epscert.inverse.epsilon_at_delta import mc_epsilon_rows, analytic_epsilon_rows, check_deltas
 from epscert.params import CertifyConfig, Method
 from epscert.schema import to_table
 
@@ -71,7 +71,7 @@ class Accountant:
                   error_prob: float = 0.01, seed: int = 0, **kwargs) -> Calibration:
         """Smallest noise multiplier whose certified ε(target_delta) <= target_epsilon.
 
-        The returned :class:`~epscert.calibrate.Calibration` holds the σ, the fresh-seed
+        The returned :class:`~epscert.inverse.calibrate.Calibration` holds the σ, the fresh-seed
         certificate and the Poisson σ for the same target.
         """
         config = CertifyConfig(sampler=sampler, sigma=1.0, steps=steps, epochs=epochs, epsilons=(target_epsilon,),

@@ -1,22 +1,19 @@
 """The in-process Python API: ``certify(...) -> pyarrow.Table``.
 
-It runs exactly the functions the Beam job distributes: plan shards, run each shard,
-merge the accumulators, finalise into rows (see :mod:`epscert.shard` and
-:mod:`epscert.finalise`).
+It runs exactly the functions the Beam job distributes (see
+:mod:`epscert.results.tables`).
 """
 
 from __future__ import annotations
 
-import time
 from typing import Callable, Sequence
 
 import pyarrow as pa
 
-from epscert import accumulator as acc_mod
-from epscert.finalise import analytic_rows, mc_rows
 from epscert.params import CertifyConfig
-from epscert.schema import to_table
-from epscert.shard import plan_shards, run_shard
+from epscert.results.tables import certify_config
+
+__all__ = ["certify", "certify_config"]
 
 
 def certify(
@@ -54,19 +51,4 @@ def certify(
         max_batch_size=max_batch_size, **kwargs,
     )
     return certify_config(config, progress=progress)
-
-
-def certify_config(config: CertifyConfig, progress: Callable[[int], None] | None = None) -> pa.Table:
-    """:func:`certify` for an already validated configuration."""
-    rows: list[dict] = []
-    for method in config.resolved:
-        start = time.perf_counter()
-        if method.is_monte_carlo:
-            acc = acc_mod.merge(run_shard(task, progress) for task in plan_shards(config, method))
-            rows.extend(mc_rows(config, method, acc, time.perf_counter() - start))
-        else:
-            new = analytic_rows(config, method)
-            wall = time.perf_counter() - start
-            rows.extend(dict(r, wall_seconds=wall) for r in new)
-    return to_table(rows)
 

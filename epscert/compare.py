@@ -12,14 +12,14 @@ from __future__ import annotations
 import dataclasses
 from typing import Sequence
 
-from epscert.api import certify_config
-from epscert.baselines import baseline_tasks
-from epscert.epsilon_at_delta import epsilon_report
+from epscert.results.tables import certify_config
+from epscert.results.baselines import baseline_tasks
+from epscert.inverse.epsilon_at_delta import epsilon_report
 from epscert.fft.choose import choose_grid
 from epscert.fft.compose import fft_bounds
 from epscert.fft.mechanisms import Schedule, SubsampledGaussian
 from epscert.fft.report import to_rows as fft_rows
-from epscert.finalise import analytic_rows
+from epscert.results.rows import analytic_rows
 from epscert.params import CertifyConfig, Method, Sampler
 from epscert.schema import to_table
 

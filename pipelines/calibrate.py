@@ -3,7 +3,7 @@
 Every δ(ε_t) evaluation of the σ search, and the final fresh-seed certificate, is one certify
 Beam job on the chosen runner (shards -> exact sums -> merge -> rows), so calibration runs
 wherever certify runs: in process, multi-process, Portable (Flink/Spark job servers), and on
-remote runners with a shared ``--temp_location`` for the rows of each evaluation. The search logic and its guarantees are :func:`epscert.calibrate.calibrate_sigma`.
+remote runners with a shared ``--temp_location`` for the rows of each evaluation. The search logic and its guarantees are :func:`epscert.inverse.calibrate.calibrate_sigma`.
 
     epscert calibrate --target-epsilon 8 --delta 1e-5 --sampler balls_and_bins --steps 1000 \
         --epochs 1 --method importance --samples 200000
@@ -23,7 +23,7 @@ import pyarrow as pa
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import GoogleCloudOptions
 
-from epscert.calibrate import calibrate_sigma
+from epscert.inverse.calibrate import calibrate_sigma
 from epscert.params import CertifyConfig, Direction, Method, Sampler
 from pipelines.certify import with_shards
 from pipelines.options import (

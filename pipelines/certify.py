@@ -25,9 +25,9 @@ import apache_beam as beam
 from apache_beam.options.pipeline_options import TestOptions
 from apache_beam.runners.runner import PipelineResult, PipelineState
 
-from epscert.baselines import baseline_tasks
+from epscert.results.baselines import baseline_tasks
 from epscert.params import DEFAULT_PLD_DISCRETIZATION, CertifyConfig, Direction, Method, Sampler
-from epscert.shard import auto_shards
+from epscert.montecarlo.shard import auto_shards
 from pipelines.options import (
     ArgumentParser, RunnerChoice, UsageError, check_output_reachable, check_unknown_flags,
     check_writable_file, choose_runner, make_pipeline, parse_floats, parse_int, report_usage_error,
@@ -89,7 +89,7 @@ def build_parser(prog: str = PROG) -> ArgumentParser:
 
 
 def config_from_args(args) -> CertifyConfig:
-    """The validated configuration, with the shard count resolved ('auto' -> epscert.shard.auto_shards)."""
+    """The validated configuration, with the shard count resolved ('auto' -> epscert.montecarlo.shard.auto_shards)."""
     methods = tuple(m.strip() for m in args.method.split(",") if m.strip()) or (args.method,)
     config = CertifyConfig(
         sampler=args.sampler, sigma=args.sigma, steps=parse_int("steps", args.steps, 1),

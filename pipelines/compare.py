@@ -13,7 +13,7 @@ from typing import Sequence
 
 from epscert.compare import compare_rows, pivot
 from epscert.params import CertifyConfig, Direction, Method
-from epscert.epsilon_at_delta import check_deltas
+from epscert.inverse.epsilon_at_delta import check_deltas
 from pipelines.options import (
     ArgumentParser, UsageError, check_writable_file, parse_floats, parse_int, report_usage_error,
 )

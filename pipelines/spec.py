@@ -40,7 +40,7 @@ import yaml
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
-from epscert.baselines import baseline_tasks
+from epscert.results.baselines import baseline_tasks
 from epscert.params import CertifyConfig, show
 from pipelines.certify import with_shards
 from pipelines.options import UsageError

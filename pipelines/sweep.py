@@ -27,7 +27,7 @@ import apache_beam as beam
 from apache_beam.runners.runner import PipelineResult, PipelineState
 
 from epscert.params import CertifyConfig
-from epscert.shard import estimated_seconds
+from epscert.montecarlo.shard import estimated_seconds
 from pipelines import spec as spec_mod
 from pipelines.options import (
     ArgumentParser, RunnerChoice, UsageError, check_output_reachable, check_unknown_flags,

@@ -5,7 +5,7 @@ Flow (SPEC §3, issue 3)::
     configs -> PlanShards -> RunShards -> MergeShards (CombinePerKey) -> FinaliseMonteCarlo --+
             -> AnalyticMethods -> ComputeAnalytic ----------------------------------------------+-> CompleteConfigs
 
-Analytic baselines are configurations too (:func:`epscert.baselines.baseline_tasks`); they take
+Analytic baselines are configurations too (:func:`epscert.results.baselines.baseline_tasks`); they take
 the analytic branch, in parallel with the sampling.
 """
 
@@ -15,7 +15,7 @@ from typing import Iterable, Mapping
 
 import apache_beam as beam
 
-from epscert.finalise import row_count
+from epscert.results.rows import row_count
 from epscert.params import CertifyConfig
 from epscert.schema import to_table
 from transforms.progress import ProgressReporter

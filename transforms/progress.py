@@ -16,7 +16,7 @@ import sys
 import time
 from typing import TextIO
 
-from epscert.shard import ShardTask
+from epscert.montecarlo.shard import ShardTask
 
 MODES = ("eta", "shards", "off")
 #: Minimum seconds between two ETA lines (the last line, at 100 %, is always printed).

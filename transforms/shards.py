@@ -1,7 +1,7 @@
 """The Monte Carlo half of a certification as Beam steps: plan shards, run them, merge the sums.
 
-Each function or DoFn here is a thin wrapper around :mod:`epscert.shard` and
-:mod:`epscert.accumulator`; this module only adds Beam plumbing, labels and metrics.
+Each function or DoFn here is a thin wrapper around :mod:`epscert.montecarlo.shard` and
+:mod:`epscert.montecarlo.accumulator`; this module only adds Beam plumbing, labels and metrics.
 """
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ from typing import Iterable, Iterator, Mapping
 import apache_beam as beam
 from apache_beam.metrics import Metrics
 
-from epscert import accumulator as acc_mod
-from epscert.finalise import analytic_rows, mc_rows
+from epscert.montecarlo import accumulator as acc_mod
+from epscert.results.rows import analytic_rows, mc_rows
 from epscert.params import CertifyConfig, Method
-from epscert.shard import ShardTask, plan_shards, run_shard
+from epscert.montecarlo.shard import ShardTask, plan_shards, run_shard
 from transforms.progress import ProgressReporter
 
 #: Namespace of every Beam metric epscert reports.
@@ -55,7 +55,7 @@ def total_samples(configs: Iterable[CertifyConfig]) -> int:
 @beam.typehints.with_input_types(ShardTask)
 @beam.typehints.with_output_types(tuple[str, tuple[acc_mod.Accumulator, float]])
 class RunShardFn(beam.DoFn):
-    """Runs one shard (:func:`epscert.shard.run_shard`) and emits ``(key, (accumulator, seconds))``.
+    """Runs one shard (:func:`epscert.montecarlo.shard.run_shard`) and emits ``(key, (accumulator, seconds))``.
 
     Metrics: counters ``samples_done`` (per block, per direction) and ``shards_done``.
     """
@@ -83,7 +83,7 @@ class RunShardFn(beam.DoFn):
 
 
 class MergeAccumulatorsFn(beam.CombineFn):
-    """CombineFn over ``(accumulator, seconds)``: :func:`epscert.accumulator.merge` on the sums.
+    """CombineFn over ``(accumulator, seconds)``: :func:`epscert.montecarlo.accumulator.merge` on the sums.
 
     The merge is exact and order independent, so any combiner tree a runner builds gives the
     same bits; the seconds are only summed for the ``wall_seconds`` column.
@@ -105,7 +105,7 @@ class MergeAccumulatorsFn(beam.CombineFn):
 
 def finalise_monte_carlo(item: tuple[str, Merged],
                          methods: Mapping[str, tuple[CertifyConfig, Method]]) -> tuple[str, list[dict]]:
-    """Merged sums -> rows (:func:`epscert.finalise.mc_rows`), after checking no shard was lost.
+    """Merged sums -> rows (:func:`epscert.results.rows.mc_rows`), after checking no shard was lost.
 
     The merged count per direction must equal ``config.samples``: a shard missing or counted
     twice by a runner would otherwise go unnoticed.
@@ -121,7 +121,7 @@ def finalise_monte_carlo(item: tuple[str, Merged],
 
 
 def compute_analytic(item: tuple[CertifyConfig, Method]) -> tuple[str, list[dict]]:
-    """Rows of one analytic method (:func:`epscert.finalise.analytic_rows`), timed."""
+    """Rows of one analytic method (:func:`epscert.results.rows.analytic_rows`), timed."""
     config, method = item
     start = time.perf_counter()
     rows = analytic_rows(config, method)

@@ -17,7 +17,7 @@ import math
 import numpy as np
 from dp_accounting.pld import privacy_loss_distribution as pld_lib
 
-from epscert.analytic.cube import PAIR_MEANS, _c_range, _log1mexp, log_cdf_max
+from epscert.analytic.cube import PAIR_MEANS, c_search_range, log1mexp, log_cdf_max
 from epscert.params import Direction
 
 #: Breakpoints of the slicing of M.
@@ -29,19 +29,19 @@ MIN_LOG_MASS = -700.0
 def _log_interval_masses(edges: np.ndarray, mean: float, sigma: float, steps: int) -> np.ndarray:
     """log Pr[M in [e_k, e_{k+1})] with e_0 = -inf, e_{K+1} = +inf, tail-accurate."""
     log_f = np.concatenate([[-np.inf], log_cdf_max(edges, mean, sigma, steps), [0.0]])
-    log_s = _log1mexp(log_f)
+    log_s = log1mexp(log_f)
     lo_f, hi_f = log_f[:-1], log_f[1:]
     lo_s, hi_s = log_s[:-1], log_s[1:]
     with np.errstate(invalid="ignore", divide="ignore"):
-        from_cdf = hi_f + _log1mexp(lo_f - hi_f)
-        from_sf = lo_s + _log1mexp(hi_s - lo_s)
+        from_cdf = hi_f + log1mexp(lo_f - hi_f)
+        from_sf = lo_s + log1mexp(hi_s - lo_s)
     out = np.where(hi_f < math.log(0.5), from_cdf, from_sf)
     return np.where(np.isnan(out), -np.inf, out)  # both edges underflowed: mass < 1e-308, dropped
 
 
 def sliced_pair(sigma: float, steps: int, pair: str, eps_hint: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
     """log masses (log p_k, log q_k) of the sliced statistic under P and Q."""
-    lo, hi = _c_range(eps_hint, sigma, steps)
+    lo, hi = c_search_range(eps_hint, sigma, steps)
     edges = np.linspace(lo, hi, SLICES)
     mu_p, mu_q = PAIR_MEANS[pair]
     return (_log_interval_masses(edges, mu_p, sigma, steps),

@@ -32,7 +32,7 @@ LOG_TRUSTED = -700.0
 PAIR_MEANS = {"balls_and_bins": (1.0, 0.0), "shuffle": (2.0, 1.0)}
 
 
-def _log1mexp(x: np.ndarray) -> np.ndarray:
+def log1mexp(x: np.ndarray) -> np.ndarray:
     """log(1 - e^x) for x <= 0, accurate everywhere."""
     x = np.minimum(x, 0.0)
     with np.errstate(divide="ignore"):
@@ -51,7 +51,7 @@ def cube_objective(c: np.ndarray, eps: float, sigma: float, steps: int,
     lp = log_cdf_max(c, means[0], sigma, steps)
     lq = log_cdf_max(c, means[1], sigma, steps)
     if direction is Direction.REMOVE:
-        log_a, log_b = _log1mexp(lp), _log1mexp(lq)  # P(M >= C), Q(M >= C)
+        log_a, log_b = log1mexp(lp), log1mexp(lq)  # P(M >= C), Q(M >= C)
     else:
         log_a, log_b = lq, lp  # Q(M < C), P(M < C)
     with np.errstate(invalid="ignore", over="ignore"):
@@ -64,7 +64,9 @@ def cube_objective(c: np.ndarray, eps: float, sigma: float, steps: int,
     return np.where(np.isfinite(out) & trusted, out, -np.inf)
 
 
-def _c_range(eps: float, sigma: float, steps: int) -> tuple[float, float]:
+def c_search_range(eps: float, sigma: float, steps: int) -> tuple[float, float]:
+    """Interval of cube thresholds C searched for the maximum (covers the top order statistics
+    and the ε-dependent importance threshold of SPEC §4 with a wide margin)."""
     spread = sigma * (math.sqrt(2.0 * math.log(steps + 1.0)) + 12.0)
     return -spread - 3.0, spread + 3.0 + sigma**2 * (abs(eps) + math.log(steps + 1.0))
 
@@ -77,7 +79,7 @@ def cube_lower_bound(sigma: float, steps: int, epsilons, pair: str, direction: D
     means = PAIR_MEANS[pair]
     out = []
     for eps in np.atleast_1d(np.asarray(epsilons, dtype=np.float64)):
-        lo, hi = _c_range(float(eps), sigma, steps)
+        lo, hi = c_search_range(float(eps), sigma, steps)
         grid = np.linspace(lo, hi, GRID_POINTS)
         vals = cube_objective(grid, float(eps), sigma, steps, means, direction)
         k = int(np.argmax(vals))

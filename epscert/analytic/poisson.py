@@ -18,15 +18,13 @@ from epscert.params import Direction
 
 
 @functools.lru_cache(maxsize=8)
-def _composed_pld(sigma: float, steps: int, epochs: int, discretization: float,
-                  pessimistic: bool) -> pld_lib.PrivacyLossDistribution:
-    """Cached :func:`composed_pld` (one certification asks for the same PLD several times)."""
-    return composed_pld(sigma, steps, epochs, discretization, pessimistic)
-
-
 def composed_pld(sigma: float, steps: int, epochs: int, discretization: float,
                  pessimistic: bool) -> pld_lib.PrivacyLossDistribution:
-    """PLD of T·E Poisson-subsampled Gaussian steps with q = 1/T."""
+    """PLD of T·E Poisson-subsampled Gaussian steps with q = 1/T.
+
+    Cached: one certification asks for the same PLD several times. The returned object is
+    shared, so callers must not mutate it (dp_accounting's queries do not).
+    """
     single = pld_lib.from_gaussian_mechanism(
         standard_deviation=sigma, sensitivity=1.0, sampling_prob=1.0 / steps,
         pessimistic_estimate=pessimistic, value_discretization_interval=discretization,
@@ -50,7 +48,7 @@ def pmf_delta(pmf, epsilon: float, pessimistic: bool) -> float:
 def poisson_pld_delta(sigma: float, steps: int, epochs: int, epsilons, direction: Direction,
                       discretization: float, pessimistic: bool) -> np.ndarray:
     """δ_P(ε) for one direction (REMOVE: mixture vs Gaussian) or BOTH (the max)."""
-    pld = _composed_pld(float(sigma), int(steps), int(epochs), float(discretization), bool(pessimistic))
+    pld = composed_pld(float(sigma), int(steps), int(epochs), float(discretization), bool(pessimistic))
     eps = [float(e) for e in np.atleast_1d(epsilons)]
     # dp_accounting keeps the two directions as two PMFs; '_pmf_remove' is the REMOVE one.
     pmfs = [pld._pmf_remove if d is Direction.REMOVE else pld._pmf_add for d in direction.parts()]  # noqa: SLF001

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from epscert.calibrate import calibrate_sigma
+from epscert.inverse.calibrate import calibrate_sigma
 from epscert.params import CertifyConfig
 from pipelines import cli
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy import optimize, stats
 
-from epscert.bounds import bernoulli_kl, kl_ucb, standard_error
+from epscert.bounds.kl import bernoulli_kl, kl_ucb, standard_error
 
 
 def _ucb_by_brentq(p_hat: float, m: int, beta: float) -> float:

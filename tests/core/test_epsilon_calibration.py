@@ -11,11 +11,11 @@ import pytest
 
 import epscert
 from epscert.analytic.deterministic import gaussian_delta
-from epscert.calibrate import calibrate_sigma
-from epscert.epsilon_at_delta import epsilon_report, mc_epsilon_rows
-from epscert.inverse import epsilon_for_delta
+from epscert.inverse.calibrate import calibrate_sigma
+from epscert.inverse.epsilon_at_delta import epsilon_report, mc_epsilon_rows
+from epscert.inverse.search import epsilon_for_delta
 from epscert.params import CertifyConfig, Method
-from epscert.truncation import log_truncation_probability, smallest_max_batch_size, truncation_penalty
+from epscert.analytic.truncation import log_truncation_probability, smallest_max_batch_size, truncation_penalty
 
 
 def test_ucb_is_monotone_in_epsilon_on_a_shared_sample_set():

@@ -9,8 +9,8 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from epscert import accumulator as acc_mod
-from epscert.exactsum import GRID_LOG2, grid_mean, grid_sum
+from epscert.montecarlo import accumulator as acc_mod
+from epscert.montecarlo.exactsum import GRID_LOG2, grid_mean, grid_sum
 from epscert.params import Direction
 
 EPS = (0.0, 0.5, 1.0, 3.0)

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from epscert.baselines import baseline_tasks
+from epscert.results.baselines import baseline_tasks
 from epscert.params import Method, Sampler
 from pipelines import spec as spec_mod
 from pipelines.spec import SpecError, expand

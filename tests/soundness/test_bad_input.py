@@ -14,8 +14,9 @@ import pytest
 
 import epscert
 import epscert.api
+import epscert.results.tables
 import epscert.rng
-import epscert.shard
+import epscert.montecarlo.shard
 from .tripwires import trip_sampler_draws
 
 NAN, INF = math.nan, math.inf
@@ -107,8 +108,8 @@ def no_work(monkeypatch):
     def boom(*args, **kwargs):
         raise AssertionError("work started before the input was rejected")
 
-    for module, names in ((epscert.api, ("run_shard", "plan_shards", "analytic_rows", "mc_rows")),
-                          (epscert.shard, ("run_shard", "shard_generator")),
+    for module, names in ((epscert.results.tables, ("run_shard", "plan_shards", "analytic_rows", "mc_rows")),
+                          (epscert.montecarlo.shard, ("run_shard", "shard_generator")),
                           (epscert.rng, ("shard_generator",))):
         for name in names:
             if hasattr(module, name):

@@ -23,9 +23,10 @@ import pytest
 
 import epscert
 import epscert.api
+import epscert.results.tables
 import epscert.compare
 import epscert.fft.report
-import epscert.shard
+import epscert.montecarlo.shard
 from .tripwires import trip_sampler_draws
 from pipelines import cli
 
@@ -308,7 +309,7 @@ def tripwires(monkeypatch):
         raise WorkStarted("work started before the bad input was refused")
 
     monkeypatch.setattr(apache_beam.Pipeline, "run", boom)
-    for module, names in ((epscert.shard, ("run_shard",)), (epscert.api, ("run_shard", "certify_config")),
+    for module, names in ((epscert.montecarlo.shard, ("run_shard",)), (epscert.results.tables, ("run_shard",)), (epscert.api, ("certify_config",)),
                           (epscert.compare, ("certify_config", "fft_bounds")),
                           (epscert.fft.report, ("fft_bounds", "running_bounds"))):
         for name in names:

@@ -25,11 +25,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import epscert
-from epscert import accumulator as acc_mod
-from epscert.finalise import mc_rows
+from epscert.montecarlo import accumulator as acc_mod
+from epscert.results.rows import mc_rows
 from epscert.params import CertifyConfig, Direction, Method
-from epscert.samplers import loss_sampler
-from epscert.shard import plan_shards, run_shard
+from epscert.montecarlo.samplers import loss_sampler
+from epscert.montecarlo.shard import plan_shards, run_shard
 
 from .criteria import FALSE_FAILURE, two_sample_z_limit
 
@@ -202,7 +202,7 @@ def test_shard_retried_in_another_interpreter_is_identical(tmp_path):
     (tmp_path / "task.pkl").write_bytes(pickle.dumps(task))
     script = (
         "import pickle, sys\n"
-        "from epscert.shard import run_shard\n"
+        "from epscert.montecarlo.shard import run_shard\n"
         "task = pickle.load(open(sys.argv[1], 'rb'))\n"
         "pickle.dump(run_shard(task), open(sys.argv[2], 'wb'))\n"
     )

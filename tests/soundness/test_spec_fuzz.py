@@ -28,9 +28,10 @@ from hypothesis import HealthCheck, Phase, event, given, settings
 from hypothesis import strategies as st
 
 import epscert.api
-import epscert.shard
+import epscert.results.tables
+import epscert.montecarlo.shard
 from epscert.params import SUPPORTED_METHODS, CertifyConfig, Sampler
-from epscert.samplers.base import LossSampler
+from epscert.montecarlo.samplers.base import LossSampler
 from pipelines import spec as spec_mod
 from pipelines.options import UsageError
 from pipelines.spec import GRID_KEYS, SINGLE_KEYS, SpecError
@@ -65,8 +66,8 @@ def tripwires(monkeypatch):
         raise WorkStarted("a spec parse started work")
 
     monkeypatch.setattr(apache_beam.Pipeline, "run", boom)
-    monkeypatch.setattr(epscert.shard, "run_shard", boom)
-    monkeypatch.setattr(epscert.api, "run_shard", boom)
+    monkeypatch.setattr(epscert.montecarlo.shard, "run_shard", boom)
+    monkeypatch.setattr(epscert.results.tables, "run_shard", boom)
     stack = [LossSampler]
     while stack:
         cls = stack.pop()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from epscert.samplers.base import LossSampler
+from epscert.montecarlo.samplers.base import LossSampler
 
 
 def trip_sampler_draws(monkeypatch, boom) -> None:

@@ -15,11 +15,11 @@ from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
-from epscert import accumulator as acc_mod
+from epscert.montecarlo import accumulator as acc_mod
 from epscert.api import certify_config
-from epscert.baselines import baseline_tasks
+from epscert.results.baselines import baseline_tasks
 from epscert.params import CertifyConfig, Method
-from epscert.shard import plan_shards, run_shard
+from epscert.montecarlo.shard import plan_shards, run_shard
 from transforms.certify import CertifyConfigs, complete_config, expected_row_count, sort_rows
 from transforms.progress import ProgressReporter
 from transforms.shards import (

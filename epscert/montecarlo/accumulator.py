@@ -1,7 +1,7 @@
 """Shardable Monte Carlo sums: per (direction, ε), the count, ΣY and ΣY² (SPEC §3).
 
 Y = (1 - e^{ε - ℓ})_+ ∈ [0, 1] for each sampled directional loss ℓ; sums are exact
-integers on the 2**-52 grid (:mod:`epscert.exactsum`), so ``merge`` is associative,
+integers on the 2**-52 grid (:mod:`epscert.montecarlo.exactsum`), so ``merge`` is associative,
 commutative and bit-for-bit independent of how samples were split across shards.
 The importance scale s is not stored: it is a function of the configuration.
 
@@ -15,7 +15,7 @@ from typing import Iterable
 
 import numpy as np
 
-from epscert.exactsum import grid_mean, grid_sum_rows
+from epscert.montecarlo.exactsum import grid_mean, grid_sum_rows
 from epscert.params import Direction
 
 

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from epscert.gauss import logsumexp_rows
+from epscert.montecarlo.gauss import logsumexp_rows
 from epscert.params import Direction
-from epscert.samplers.base import LossSampler
+from epscert.montecarlo.samplers.base import LossSampler
 
 
 class ShufflePairSampler(LossSampler):

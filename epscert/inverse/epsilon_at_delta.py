@@ -2,7 +2,7 @@
 
 Monotonicity. With one sample set for the whole grid, every sample's value
 Y(ε) = (1 - e^{ε-ℓ})_+ is non-increasing in ε, so p̂(ε) is, and so is the KL–Chernoff
-UCB(ε) (same m, same scale s; :func:`epscert.finalise.monotone_ucbs` enforces it to the
+UCB(ε) (same m, same scale s; :func:`epscert.results.rows.monotone_ucbs` enforces it to the
 last ulp). Then
 
     ε̂(δ) = min{ε in grid : UCB(ε) <= δ}
@@ -34,13 +34,13 @@ import numpy as np
 from epscert.analytic.composed import composed_lower_pld, sliced_delta
 from epscert.analytic.cube import cube_lower_bound
 from epscert.analytic.deterministic import deterministic_delta
-from epscert.analytic.poisson import _composed_pld, pmf_delta
-from epscert.api import certify_config
-from epscert.baselines import baseline_tasks
-from epscert.finalise import _base
-from epscert.inverse import epsilon_for_delta
+from epscert.analytic.poisson import composed_pld, pmf_delta
+from epscert.results.tables import certify_config
+from epscert.results.baselines import baseline_tasks
+from epscert.results.rows import base_row
+from epscert.inverse.search import epsilon_for_delta
 from epscert.params import CertifyConfig, Direction, Method, Sampler, check_float
-from epscert.truncation import config_penalty
+from epscert.analytic.truncation import config_penalty
 
 DEFAULT_COARSE_GRID = (0.0, 0.125, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0,
                        10.0, 12.0, 16.0, 20.0, 24.0, 32.0, 40.0, 48.0, 64.0)
@@ -121,7 +121,7 @@ def mc_epsilon_rows(config: CertifyConfig, method: Method, deltas: Sequence[floa
         # the point estimate: the fine curve around the crossing, else the coarse curve
         est_eps, est_mean = (f_eps, f_mean) if delta in brackets else (c_eps, c_mean)
         pens = np.array([config_penalty(config, e) for e in est_eps]) if config.truncated else 0.0
-        row = _base(config, method, config.direction, _first_below(est_eps, est_mean + pens, delta), wall)
+        row = base_row(config, method, config.direction, _first_below(est_eps, est_mean + pens, delta), wall)
         row.update(quantity="epsilon_at_delta", target_delta=delta, delta=delta, epsilon_upper=eps_up,
                    samples=config.samples, error_prob=config.error_prob, seed=str(config.seed),
                    orders=config.orders if method.uses_order_stats else None,
@@ -139,7 +139,7 @@ def _delta_curve(config: CertifyConfig, method: Method, direction: Direction):
         return lambda e: float(deterministic_delta(s, E, e))
     if method in (Method.PLD_UPPER, Method.PLD_LOWER):
         upper = method is Method.PLD_UPPER
-        pld = _composed_pld(float(s), int(T), int(E), float(config.pld_discretization), upper)
+        pld = composed_pld(float(s), int(T), int(E), float(config.pld_discretization), upper)
         pmf = pld._pmf_remove if direction is Direction.REMOVE else pld._pmf_add  # noqa: SLF001
         return lambda e: pmf_delta(pmf, e, upper)
     if method is Method.CUBE_LOWER_BOUND:
@@ -186,7 +186,7 @@ def analytic_epsilon_rows(config: CertifyConfig, method: Method, deltas: Sequenc
         if guarantee == "exact" and config.truncated:
             guarantee = "upper_bound"
         eps = max(_analytic_epsilon(config, method, delta, d, guarantee != "lower_bound") for d in parts)
-        row = _base(config, method, config.direction, eps, time.perf_counter() - start)
+        row = base_row(config, method, config.direction, eps, time.perf_counter() - start)
         row.update(quantity="epsilon_at_delta", target_delta=delta, delta=delta, guarantee=guarantee,
                    bound={Method.EXACT: "gaussian_closed_form", Method.PLD_UPPER: "pld_pessimistic",
                           Method.PLD_LOWER: "pld_optimistic"}.get(method, "cube"),

@@ -13,7 +13,7 @@ import math
 import numpy as np
 
 from epscert.params import Direction
-from epscert.samplers.base import LossSampler
+from epscert.montecarlo.samplers.base import LossSampler
 
 
 class PoissonPairSampler(LossSampler):

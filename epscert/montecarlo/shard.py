@@ -3,7 +3,7 @@
 ``plan_shards`` splits a method's sample budget into a fixed layout; ``run_shard``
 draws one shard's samples block by block (memory bounded by the block size, whatever
 the sample count) from generators that depend only on (root seed, configuration key,
-shard index) (SPEC §10), and returns an :class:`~epscert.accumulator.Accumulator`.
+shard index) (SPEC §10), and returns an :class:`~epscert.montecarlo.accumulator.Accumulator`.
 A retried shard returns an identical accumulator.
 """
 
@@ -12,10 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from epscert import accumulator as acc_mod
+from epscert.montecarlo import accumulator as acc_mod
 from epscert.params import CertifyConfig, Direction, Method
 from epscert.rng import shard_generator
-from epscert.samplers import loss_sampler
+from epscert.montecarlo.samplers import loss_sampler
 
 _DIRECTION_INDEX = {Direction.REMOVE: 0, Direction.ADD: 1}
 

@@ -27,10 +27,10 @@ import pyarrow as pa
 
 from epscert.analytic.deterministic import deterministic_delta
 from epscert.analytic.poisson import composed_pld
-from epscert.api import certify_config
+from epscert.results.tables import certify_config
 from epscert.params import CertifyConfig, Method, check_float
-from epscert.samplers import loss_sampler
-from epscert.truncation import config_penalty
+from epscert.montecarlo.samplers import loss_sampler
+from epscert.analytic.truncation import config_penalty
 
 #: Relative tolerance on σ of the search (the reported σ is within this of the search's crossing).
 SIGMA_REL_TOL = 0.01

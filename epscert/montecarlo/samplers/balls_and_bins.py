@@ -25,20 +25,20 @@ import math
 import numpy as np
 from scipy import special
 
-from epscert.gauss import (
+from epscert.montecarlo.gauss import (
     log_survival_max,
     logsumexp_rows,
     max_at_least,
     normal_below,
 )
-from epscert.orderstats import (
+from epscert.montecarlo.orderstats import (
     gaussian_order_stats_by_rank,
     lower_tail_weights,
     upper_tail_weights,
     usable_ranks,
 )
 from epscert.params import Direction, Method
-from epscert.samplers.base import LossSampler
+from epscert.montecarlo.samplers.base import LossSampler
 
 
 def log_mean_exp_shift(a: float, steps: int) -> float:

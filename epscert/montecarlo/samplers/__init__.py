@@ -14,10 +14,10 @@ from __future__ import annotations
 import math
 
 from epscert.params import CertifyConfig, Method, Sampler
-from epscert.samplers.base import LossSampler
-from epscert.samplers.balls_and_bins import BallsAndBinsSampler
-from epscert.samplers.poisson_pair import PoissonPairSampler
-from epscert.samplers.shuffle_pair import ShufflePairSampler
+from epscert.montecarlo.samplers.base import LossSampler
+from epscert.montecarlo.samplers.balls_and_bins import BallsAndBinsSampler
+from epscert.montecarlo.samplers.poisson_pair import PoissonPairSampler
+from epscert.montecarlo.samplers.shuffle_pair import ShufflePairSampler
 
 __all__ = ["LossSampler", "loss_sampler"]
 

@@ -7,7 +7,7 @@ rounding raises a value by at most 2**-52, so the mean of the rounded values is
 (SPEC §3); the bias is below 2.3e-16 per unit of scale.
 
 Integer sums are associative and commutative, so the accumulators of
-:mod:`epscert.accumulator` merge bit-for-bit identically in any order or tree
+:mod:`epscert.montecarlo.accumulator` merge bit-for-bit identically in any order or tree
 shape, however a shard's samples are split (the issue's merge invariance).
 Vectorised: q < 2**53 is split into 27 + 26 bit halves whose int64 sums cannot
 overflow for fewer than 2**36 values per call.

@@ -11,21 +11,22 @@ import math
 
 import numpy as np
 
-from epscert import accumulator as acc_mod
+from epscert.montecarlo import accumulator as acc_mod
 from epscert._version import __version__
 from epscert.analytic.composed import composed_lower_bound
 from epscert.analytic.cube import cube_lower_bound
 from epscert.analytic.deterministic import deterministic_delta
 from epscert.analytic.poisson import poisson_pld_delta, poisson_rdp_delta
-from epscert.bounds import kl_ucb, standard_error
+from epscert.bounds.kl import kl_ucb, standard_error
 from epscert.params import CertifyConfig, Direction, Method, Sampler
-from epscert.samplers import loss_sampler
-from epscert.truncation import config_penalty
+from epscert.montecarlo.samplers import loss_sampler
+from epscert.analytic.truncation import config_penalty
 
 MC_BOUND_NAME = "kl_chernoff"
 
 
-def _base(config: CertifyConfig, method: Method, direction: Direction, eps: float, wall: float) -> dict:
+def base_row(config: CertifyConfig, method: Method, direction: Direction, eps: float, wall: float) -> dict:
+    """The columns every row of one (configuration, method, direction, ε) shares."""
     return {
         "config_id": config.config_id, "sampler": config.sampler.value, "sigma": config.sigma,
         "steps": config.steps, "epochs": config.epochs, "method": method.value,
@@ -41,7 +42,7 @@ def apply_truncation(config: CertifyConfig, rows: list[dict]) -> list[dict]:
     """Add the truncated-batch penalty (1 + e^ε)η to every δ that is an estimate or upper bound.
 
     Lower bounds of the untruncated mechanism lose the same amount (the coupling works both
-    ways), clamped at 0. The penalty goes into its own column (SPEC §9, epscert.truncation).
+    ways), clamped at 0. The penalty goes into its own column (SPEC §9, epscert.analytic.truncation).
     """
     if not config.truncated:
         return rows
@@ -76,7 +77,7 @@ def mc_rows(config: CertifyConfig, method: Method, acc: acc_mod.Accumulator, wal
         ucbs = monotone_ucbs([sums.mean(i) for i in range(len(config.epsilons))], sums.count, beta, scale)
         for i, eps in enumerate(config.epsilons):
             mean = sums.mean(i)
-            row = _base(config, method, direction, eps, wall_seconds)
+            row = base_row(config, method, direction, eps, wall_seconds)
             row.update(
                 delta=scale * mean,
                 delta_upper=ucbs[i],
@@ -172,7 +173,7 @@ def analytic_rows(config: CertifyConfig, method: Method, wall_seconds: float = 0
     for direction in directions:
         vals, guarantee, bound = analytic_values(config, method, direction)
         for eps, val in zip(config.epsilons, vals.tolist()):
-            row = _base(config, method, direction, eps, wall_seconds)
+            row = base_row(config, method, direction, eps, wall_seconds)
             row.update(delta=float(val), guarantee=guarantee, bound=bound)
             if guarantee in ("exact", "upper_bound"):
                 row["delta_upper"] = float(val)
