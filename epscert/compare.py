@@ -2,14 +2,17 @@
 
 For each ε: δ_D (exact), δ_P (dp_accounting PLD upper and lower, RDP), δ_P again as the
 Fourier accountant's certified bracket (the homogeneous schedule of T·E Poisson-subsampled
-Gaussian steps), the shuffle and Balls-and-Bins lower bounds, and the Balls-and-Bins
-Monte Carlo mean and UCB. For each δ: the same as ε(δ). The hidden-state bound needs loss
+Gaussian steps), the shuffle and Balls-and-Bins lower bounds, the deterministic Balls-and-Bins
+PLD bracket (:mod:`epscert.allocation`, where σ, T, E are in its range), and the Balls-and-Bins
+Monte Carlo mean and UCB, with a check that the Monte Carlo mean lies inside the bracket within
+4 standard errors (the two methods share no code, so each checks the other). For each δ: the same as ε(δ). The hidden-state bound needs loss
 assumptions (convexity, smoothness) that (σ, T, E) alone do not give, so it is not included.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Sequence
 
 from epscert.results.tables import certify_config
@@ -20,7 +23,8 @@ from epscert.fft.compose import fft_bounds
 from epscert.fft.mechanisms import Schedule, SubsampledGaussian
 from epscert.fft.report import to_rows as fft_rows
 from epscert.results.rows import analytic_rows
-from epscert.params import CertifyConfig, Method, Sampler
+from epscert.params import (BRACKET_MAX_EPOCHS, BRACKET_MAX_STEPS, BRACKET_MIN_SIGMA, CertifyConfig,
+                            Method, Sampler)
 from epscert.schema import to_table
 
 #: Target width and largest grid of the Fourier bracket in a comparison.
@@ -37,6 +41,10 @@ def compare_rows(config: CertifyConfig, deltas: Sequence[float] = (), fft: bool 
     for base, method in baseline_tasks(config) + [(dataclasses.replace(
             config, sampler=Sampler.POISSON, methods=(Method.RDP_UPPER,), orders=None), Method.RDP_UPPER)]:
         rows.extend(analytic_rows(base, method))
+    bracket = bracket_config(config)
+    if bracket is not None:
+        for method in (Method.PLD_UPPER, Method.PLD_LOWER):
+            rows.extend(analytic_rows(bracket, method))
     if fft and not config.truncated:
         schedule = Schedule.of([(SubsampledGaussian(q=1.0 / config.steps, sigma=config.sigma),
                                  config.steps * config.epochs)])
@@ -44,7 +52,18 @@ def compare_rows(config: CertifyConfig, deltas: Sequence[float] = (), fft: bool 
         rows.extend(fft_rows(fft_bounds(schedule, config.epsilons, choice.grid, config.direction)))
     if deltas:
         rows.extend(epsilon_report(mc, deltas, baselines=True))
+        if bracket is not None:
+            rows.extend(epsilon_report(bracket, deltas, baselines=False))
     return to_table(rows).to_pylist()
+
+
+def bracket_config(config: CertifyConfig) -> CertifyConfig | None:
+    """The Balls-and-Bins PLD bracket's configuration, or None outside its range of σ, T, E."""
+    if not (config.sigma >= BRACKET_MIN_SIGMA and config.steps <= BRACKET_MAX_STEPS
+            and config.epochs <= BRACKET_MAX_EPOCHS):
+        return None
+    return dataclasses.replace(config, sampler=Sampler.BALLS_AND_BINS,
+                               methods=(Method.PLD_UPPER, Method.PLD_LOWER), orders=None)
 
 
 #: Column order of the printed comparison: (label, sampler, method, value column).
@@ -57,14 +76,44 @@ COMPARE_COLUMNS = (
     ("δ_P FFT lower", "heterogeneous", "fft_lower", "delta_lower"),
     ("δ_S lower", "shuffle", "cube_lower_bound", "delta_lower"),
     ("δ_B lower", "balls_and_bins", "cube_lower_bound", "delta_lower"),
+    ("δ_B PLD lower", "balls_and_bins", "pld_lower", "delta_lower"),
+    ("δ_B PLD upper", "balls_and_bins", "pld_upper", "delta_upper"),
     ("δ_B MC mean", "balls_and_bins", "*mc", "delta"),
     ("δ_B UCB", "balls_and_bins", "*mc", "delta_upper"),
 )
 
 
+#: Standard errors of slack allowed between the Monte Carlo mean and the bracket.
+BRACKET_CHECK_SE = 4.0
+
+
+def mean_in_bracket(rows: list[dict], direction: str, epsilon: float) -> str:
+    """'yes' / 'NO' if the Monte Carlo mean at ε lies in [lower − 4 SE, upper + 4 SE]; '-' if either is missing.
+
+    An independent check, not a certificate: with a correct bracket and estimator, 'NO' has
+    probability about 6e-5 per ε (a 4σ normal deviation of the mean). The standard error used is
+    the larger of the sample one and sqrt(upper·s/m): a mean of m values in [0, s] with mean
+    μ <= upper has variance <= μ·s/m, so a run that saw no sample past the threshold (mean 0,
+    sample SE 0) is not called a contradiction when the bracket says hits were unlikely.
+    """
+    pick = lambda method: next((r for r in rows if r["quantity"] == "delta_at_epsilon"  # noqa: E731
+                                and r["sampler"] == "balls_and_bins" and r["direction"] == direction
+                                and r["epsilon"] == epsilon and method(r["method"])), None)
+    mc = pick(lambda m: Method(m).is_monte_carlo)
+    lower = pick(lambda m: m == Method.PLD_LOWER.value)
+    upper = pick(lambda m: m == Method.PLD_UPPER.value)
+    if mc is None or lower is None or upper is None or mc["delta"] is None:
+        return "-"
+    se = mc["std_error"] or 0.0
+    if mc.get("samples") and mc.get("scale"):
+        se = max(se, math.sqrt(upper["delta_upper"] * mc["scale"] / mc["samples"]))
+    inside = lower["delta_lower"] - BRACKET_CHECK_SE * se <= mc["delta"] <= upper["delta_upper"] + BRACKET_CHECK_SE * se
+    return "yes" if inside else "NO"
+
+
 def pivot(rows: list[dict], direction: str = "both") -> tuple[list[str], list[list]]:
     """(header, table) of δ per ε and, for ε(δ) rows, ε per δ, in COMPARE_COLUMNS order."""
-    header = ["quantity"] + [c[0] for c in COMPARE_COLUMNS]
+    header = ["quantity"] + [c[0] for c in COMPARE_COLUMNS] + ["MC mean in PLD bracket"]
     table = []
     keys = sorted({("delta_at_epsilon", r["epsilon"]) for r in rows if r["quantity"] == "delta_at_epsilon"}
                   | {("epsilon_at_delta", r["target_delta"]) for r in rows if r["quantity"] == "epsilon_at_delta"})
@@ -87,5 +136,6 @@ def pivot(rows: list[dict], direction: str = "both") -> tuple[list[str], list[li
                     found = r[column] if r[column] is not None else r["delta"]
                 break
             line.append(found)
+        line.append(mean_in_bracket(rows, direction, x) if quantity == "delta_at_epsilon" else "-")
         table.append(line)
     return header, table

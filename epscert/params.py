@@ -84,7 +84,7 @@ _MONTE_CARLO = frozenset(
 SUPPORTED_METHODS: dict[Sampler, frozenset[Method]] = {
     Sampler.BALLS_AND_BINS: frozenset(
         {Method.NAIVE, Method.IMPORTANCE, Method.ORDER_STATS, Method.IMPORTANCE_ORDER_STATS,
-         Method.AUTO, Method.CUBE_LOWER_BOUND}
+         Method.AUTO, Method.CUBE_LOWER_BOUND, Method.PLD_UPPER, Method.PLD_LOWER}
     ),
     Sampler.DETERMINISTIC: frozenset({Method.NAIVE, Method.IMPORTANCE, Method.AUTO, Method.EXACT}),
     Sampler.POISSON: frozenset(
@@ -93,6 +93,13 @@ SUPPORTED_METHODS: dict[Sampler, frozenset[Method]] = {
     Sampler.SHUFFLE: frozenset({Method.NAIVE, Method.AUTO, Method.CUBE_LOWER_BOUND}),
     Sampler.SHUFFLE_PERSISTENT: frozenset({Method.NAIVE, Method.AUTO, Method.CUBE_LOWER_BOUND}),
 }
+
+#: The deterministic Balls-and-Bins bracket (``pld_upper``/``pld_lower``, epscert.allocation)
+#: accepts σ >= BRACKET_MIN_SIGMA (below it the lognormal factor is too heavy-tailed for the
+#: default cells), T <= BRACKET_MAX_STEPS and E <= BRACKET_MAX_EPOCHS.
+BRACKET_MIN_SIGMA = 0.3
+BRACKET_MAX_STEPS = 10**6
+BRACKET_MAX_EPOCHS = 1000
 
 #: ``auto`` switches Balls-and-Bins to order statistics above this many steps.
 AUTO_ORDER_STATS_MIN_STEPS = 2000
@@ -267,6 +274,7 @@ class CertifyConfig:
                     f"method={m.value!r} does not apply to sampler={self.sampler.value!r}; allowed: {allowed}"
                 )
         set_("resolved", tuple(dict.fromkeys(self._resolve(m) for m in methods)))
+        self._check_bracket()
         if self.shards > self.samples and any(m.is_monte_carlo for m in self.resolved):
             raise ValueError(f"shards must be <= samples, got shards={self.shards}, samples={self.samples}")
         self._check_importance()
@@ -298,6 +306,22 @@ class CertifyConfig:
         if self.sampler is Sampler.DETERMINISTIC and self.epochs == 1:
             return Method.IMPORTANCE
         return Method.NAIVE
+
+    def _check_bracket(self) -> None:
+        """The Balls-and-Bins PLD bracket's range of σ, T and E, refused before any work."""
+        if self.sampler is not Sampler.BALLS_AND_BINS or not any(
+                m in (Method.PLD_UPPER, Method.PLD_LOWER) for m in self.methods):
+            return
+        if self.sigma < BRACKET_MIN_SIGMA:
+            raise ValueError(f"sigma must be >= {BRACKET_MIN_SIGMA} for the Balls-and-Bins PLD bracket "
+                             f"(method pld_upper/pld_lower), got sigma={show(self.sigma)}; "
+                             f"use a Monte Carlo method below it")
+        if self.steps > BRACKET_MAX_STEPS:
+            raise ValueError(f"steps must be <= {BRACKET_MAX_STEPS} for the Balls-and-Bins PLD bracket, "
+                             f"got steps={show(self.steps)}")
+        if self.epochs > BRACKET_MAX_EPOCHS:
+            raise ValueError(f"epochs must be <= {BRACKET_MAX_EPOCHS} for the Balls-and-Bins PLD bracket, "
+                             f"got epochs={show(self.epochs)}")
 
     def _check_importance(self) -> None:
         for m in self.methods:

@@ -31,6 +31,8 @@ from typing import Sequence
 
 import numpy as np
 
+from epscert.allocation import bracket_for
+from epscert.allocation.bracket import MAX_EPSILON
 from epscert.analytic.composed import composed_lower_pld, sliced_delta
 from epscert.analytic.cube import cube_lower_bound
 from epscert.analytic.deterministic import deterministic_delta
@@ -137,6 +139,11 @@ def _delta_curve(config: CertifyConfig, method: Method, direction: Direction):
     s, T, E = config.sigma, config.steps, config.epochs
     if method is Method.EXACT:
         return lambda e: float(deterministic_delta(s, E, e))
+    if method in (Method.PLD_UPPER, Method.PLD_LOWER) and config.sampler is Sampler.BALLS_AND_BINS:
+        bracket = bracket_for(s, T, E)
+        side = 0 if method is Method.PLD_UPPER else 1  # delta() returns (upper, lower)
+        return lambda e: float(bracket.delta([min(e, MAX_EPSILON)], direction)[side][0]) \
+            if e <= MAX_EPSILON or side == 0 else 0.0  # δ non-increasing: the value at 700 bounds above
     if method in (Method.PLD_UPPER, Method.PLD_LOWER):
         upper = method is Method.PLD_UPPER
         pld = composed_pld(float(s), int(T), int(E), float(config.pld_discretization), upper)
@@ -175,6 +182,14 @@ def _analytic_epsilon(config: CertifyConfig, method: Method, delta: float, direc
     return epsilon_for_delta(charged, delta, "upper", hi=feasible[0])
 
 
+def analytic_bound_name(config: CertifyConfig, method: Method) -> str:
+    """The ``bound`` column of an analytic ε(δ) row (the same names as the δ(ε) rows)."""
+    if method in (Method.PLD_UPPER, Method.PLD_LOWER) and config.sampler is Sampler.BALLS_AND_BINS:
+        return "allocation_bracket_upper" if method is Method.PLD_UPPER else "allocation_bracket_lower"
+    return {Method.EXACT: "gaussian_closed_form", Method.PLD_UPPER: "pld_pessimistic",
+            Method.PLD_LOWER: "pld_optimistic"}.get(method, "cube")
+
+
 def analytic_epsilon_rows(config: CertifyConfig, method: Method, deltas: Sequence[float]) -> list[dict]:
     """ε-at-δ rows of an analytic method (the max over the requested directions)."""
     deltas = check_deltas(deltas)
@@ -188,8 +203,7 @@ def analytic_epsilon_rows(config: CertifyConfig, method: Method, deltas: Sequenc
         eps = max(_analytic_epsilon(config, method, delta, d, guarantee != "lower_bound") for d in parts)
         row = base_row(config, method, config.direction, eps, time.perf_counter() - start)
         row.update(quantity="epsilon_at_delta", target_delta=delta, delta=delta, guarantee=guarantee,
-                   bound={Method.EXACT: "gaussian_closed_form", Method.PLD_UPPER: "pld_pessimistic",
-                          Method.PLD_LOWER: "pld_optimistic"}.get(method, "cube"),
+                   bound=analytic_bound_name(config, method),
                    epsilon_upper=eps if guarantee in ("exact", "upper_bound") else None,
                    epsilon_lower=eps if guarantee in ("exact", "lower_bound") else None)
         rows.append(row)

@@ -11,6 +11,7 @@ import math
 
 import numpy as np
 
+from epscert.allocation import bracket_for
 from epscert.montecarlo import accumulator as acc_mod
 from epscert._version import __version__
 from epscert.analytic.composed import composed_lower_bound
@@ -134,6 +135,11 @@ def _analytic_values(config: CertifyConfig, method: Method, direction: Direction
     eps = np.minimum(np.asarray(config.epsilons), MAX_ANALYTIC_EPSILON)
     if method is Method.EXACT:
         return deterministic_delta(s, E, eps), "exact", "gaussian_closed_form"
+    if method in (Method.PLD_UPPER, Method.PLD_LOWER) and config.sampler is Sampler.BALLS_AND_BINS:
+        upper_side, lower_side = bracket_for(s, T, E).delta(eps, direction)
+        if method is Method.PLD_UPPER:
+            return upper_side, "upper_bound", "allocation_bracket_upper"
+        return lower_side, "lower_bound", "allocation_bracket_lower"
     if method in (Method.PLD_UPPER, Method.PLD_LOWER):
         upper = method is Method.PLD_UPPER
         vals = poisson_pld_delta(s, T, E, eps, direction, config.pld_discretization, pessimistic=upper)

@@ -1,0 +1,269 @@
+"""Public API: a certified bracket on δ_B(ε) of Balls-and-Bins sampling (random allocation).
+
+For E epochs of T steps with noise multiplier σ (SPEC §1–2; S_e = (1/T) Σ_t W_{e,t} with
+W = exp(Z/σ − 1/(2σ²)) under Q, E_Q[W] = 1, S_e = dP/dQ for one epoch):
+
+    δ_remove(ε) = E_Q[(Π_e S_e − e^ε)_+],      δ_add(ε) = E_Q[(1 − e^ε Π_e S_e)_+].
+
+Construction (one computation per chain serves both directions):
+
+1. *cap* (:mod:`~epscert.allocation.tails`): W restricted to [0, c]; the dropped part adds at most
+   ``cap_terms`` to each upper bound (``cap_budget`` share); nothing for lower bounds.
+2. *cells* (:mod:`~epscert.allocation.cells`): lower chain by contraction, upper chain by two-point
+   spread, so lower ≤_cx Π S_e·1_G ≤_cx upper and E f(lower) <= E[f(Π S_e) 1_G] <= E f(upper) for
+   both convex integrands. Exact evaluation of Σ m f(v) on the final atoms, for every ε.
+3. *floating point*: ``mass_rel_error`` r (relative, multiplies the raw sums by 1 ± r) and
+   ``value_error`` (additive, the effect of rounding in cell means and pair values); see
+   :mod:`~epscert.allocation.epoch` and :mod:`~epscert.allocation.compose`.
+
+So, per direction d with raw sums D_up, D_lo over the final atoms,
+
+    upper_d(ε) = min(1, max(resolution, (1 + r_up) D_up(ε) + value_error_up + cap_d)),
+    lower_d(ε) = max(0, (1 − r_lo) D_lo(ε) − value_error_lo),  reported as 0 if < resolution,
+
+and BOTH takes the maximum of the two directions on each side (δ = max(δ_remove, δ_add)).
+Clamping to [0, 1] is safe because δ ∈ [0, 1]. Raising the upper bound to ``resolution``
+only loosens it; zeroing a lower bound only loosens it.
+
+Monotonicity: D_up and D_lo are non-increasing in ε term by term ((v − e^ε)_+ and (1 − e^ε v)_+
+are), and so are the clamps. :meth:`AllocationBracket.delta` also applies, in increasing ε,
+a running minimum to the upper and a running maximum from the right to the lower values; this
+is valid because the true δ(ε) is non-increasing: min_{ε' <= ε} upper(ε') >= δ(ε') >= δ(ε), and
+max_{ε' >= ε} lower(ε') <= δ(ε') <= δ(ε).
+
+ε(δ): eps_upper = min{ε >= 0 : upper(ε) <= δ} (then δ(eps_upper) <= δ, so ε(δ) <= eps_upper),
+eps_lower = sup{ε >= 0 : lower(ε) > δ} (0 if none; δ(ε) > δ there, so ε(δ) >= eps_lower), both by
+bisection on the monotone bound functions, returning the endpoint on the safe side.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import cached_property, lru_cache
+
+import numpy as np
+
+from epscert.allocation.cells import CellLaw, hockey_add, hockey_remove
+from epscert.allocation.compose import product_of_epochs
+from epscert.allocation.epoch import ChainLaw, mean_of_steps
+from epscert.allocation.tails import base_laws, cap_terms, log_cap
+from epscert.params import BRACKET_MAX_EPOCHS as MAX_EPOCHS
+from epscert.params import BRACKET_MAX_STEPS as MAX_STEPS
+from epscert.params import BRACKET_MIN_SIGMA as MIN_SIGMA
+from epscert.params import Direction
+#: Default cells per level (uniform in log over the significant range).
+DEFAULT_CELLS = 1500
+#: Default cells of the base law of W.
+DEFAULT_BASE_CELLS = 2000
+#: Default significance: mass below / first moment above the fine range, per level.
+DEFAULT_TAU = 1e-18
+#: Default total of the cap terms (the part of δ the grid cannot hold).
+DEFAULT_CAP_BUDGET = 1e-14
+#: Largest ε searched by :meth:`AllocationBracket.epsilon` (e^ε stays finite in float64).
+MAX_EPSILON = 700.0
+#: Bisection steps for ε(δ) (the bracket [0, 700] shrinks below 1e-13).
+_BISECTION_STEPS = 64
+
+
+def _as_direction(direction) -> Direction:
+    if isinstance(direction, Direction):
+        return direction
+    try:
+        return Direction(direction)
+    except ValueError:
+        raise ValueError(f"direction must be one of remove, add, both; got direction={direction!r}") from None
+
+
+def _check_int(name: str, value, lo: int, hi: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise ValueError(f"{name} must be an integer in [{lo}, {hi}], got {name}={value!r}")
+    if not lo <= int(value) <= hi:
+        raise ValueError(f"{name} must be in [{lo}, {hi}], got {name}={value!r}")
+    return int(value)
+
+
+@dataclass(frozen=True)
+class _Final:
+    """The final law of one chain with its allowances."""
+
+    law: CellLaw
+    mass_rel_error: float
+    value_error: float
+    max_count: int
+
+
+class AllocationBracket:
+    """Certified upper and lower bounds on δ(ε) of Balls-and-Bins with T steps and E epochs.
+
+    Parameters
+    ----------
+    sigma : noise multiplier, >= 0.3.
+    steps : T, steps (batches) per epoch, in [1, 10^6].
+    epochs : E, in [1, 1000].
+    cells : (keyword) cells per level, default ``DEFAULT_CELLS`` = 1500; more is tighter and slower
+        (cost ~ cells² per level).
+    base_cells : (keyword) cells of the law of W, default ``DEFAULT_BASE_CELLS`` = 2000.
+    tau : (keyword) per-level significance for the fine range, default 1e-18 (tightness only).
+    cap_budget : (keyword) bound on the cap terms, default 1e-14 (enters the upper bounds).
+    """
+
+    def __init__(self, sigma: float, steps: int, epochs: int = 1, *, cells: int = DEFAULT_CELLS,
+                 base_cells: int = DEFAULT_BASE_CELLS, tau: float = DEFAULT_TAU,
+                 cap_budget: float = DEFAULT_CAP_BUDGET):
+        if isinstance(sigma, bool) or not isinstance(sigma, (int, float, np.floating, np.integer)):
+            raise ValueError(f"sigma must be a number >= {MIN_SIGMA}, got sigma={sigma!r}")
+        sigma = float(sigma)
+        if not (math.isfinite(sigma) and sigma >= MIN_SIGMA):
+            raise ValueError(f"sigma must be >= {MIN_SIGMA} and finite, got sigma={sigma}")
+        self.sigma = sigma
+        self.steps = _check_int("steps", steps, 1, MAX_STEPS)
+        self.epochs = _check_int("epochs", epochs, 1, MAX_EPOCHS)
+        self._cells = _check_int("cells", cells, 16, 20000)
+        self._base_cells = _check_int("base_cells", base_cells, 16, 100000)
+        for name, value, lo, hi in (("tau", tau, 1e-300, 1e-6), ("cap_budget", cap_budget, 1e-300, 1e-3)):
+            if isinstance(value, bool) or not isinstance(value, (int, float, np.floating)) \
+                    or not (lo <= float(value) <= hi):
+                raise ValueError(f"{name} must be a number in [{lo:g}, {hi:g}], got {name}={value!r}")
+        self._tau = float(tau)
+        self._cap_budget = float(cap_budget)
+        self._log_c = log_cap(self.sigma, self.steps, self.epochs, self._cap_budget)
+        self._cap = cap_terms(self.sigma, self.steps, self.epochs, self._log_c)
+
+    def __repr__(self) -> str:
+        return f"AllocationBracket(sigma={self.sigma}, steps={self.steps}, epochs={self.epochs})"
+
+    @property
+    def settings(self) -> dict:
+        """The accuracy settings actually used."""
+        return {
+            "cells": self._cells,
+            "base_cells": self._base_cells,
+            "tau": self._tau,
+            "cap_budget": self._cap_budget,
+            "log_cap": self._log_c,
+        }
+
+    # ---- the laws (computed once, lazily) -------------------------------------------------
+    def _chain(self, chain: str) -> _Final:
+        lower, upper, rel_mass, value_error = base_laws(self.sigma, self._log_c, self._base_cells,
+                                                        self._tau, steps=self.steps, epochs=self.epochs)
+        base = ChainLaw(lower if chain == "lower" else upper, rel_mass, value_error)
+        one = mean_of_steps(base, self.steps, chain, cells=self._cells, tau=self._tau,
+                            epochs=self.epochs)
+        many = product_of_epochs(one, self.epochs, chain, cells=self._cells, tau=self._tau)
+        return _Final(many.law, many.mass_rel_error, many.value_error, many.max_count)
+
+    @cached_property
+    def _lower(self) -> _Final:
+        return self._chain("lower")
+
+    @cached_property
+    def _upper(self) -> _Final:
+        return self._chain("upper")
+
+    @property
+    def resolution(self) -> float:
+        """Additive allowance (cap terms + floating point) below which δ values are not meaningful."""
+        return max(self._cap.values()) + max(self._upper.value_error, self._lower.value_error)
+
+    @property
+    def diagnostics(self) -> dict:
+        """Floating-point bookkeeping of both chains (for reports)."""
+        return {
+            "upper_mass_rel_error": self._upper.mass_rel_error,
+            "lower_mass_rel_error": self._lower.mass_rel_error,
+            "upper_value_error": self._upper.value_error,
+            "lower_value_error": self._lower.value_error,
+            "cap_remove": self._cap["remove"],
+            "cap_add": self._cap["add"],
+            "upper_atoms": len(self._upper.law),
+            "lower_atoms": len(self._lower.law),
+        }
+
+    # ---- bounds at arbitrary ε (monotone by construction) ---------------------------------
+    def _side(self, eps: np.ndarray, part: Direction, side: str) -> np.ndarray:
+        final = self._upper if side == "upper" else self._lower
+        raw = (hockey_remove if part is Direction.REMOVE else hockey_add)(final.law, eps)
+        if side == "upper":
+            key = "remove" if part is Direction.REMOVE else "add"
+            val = (1.0 + final.mass_rel_error) * raw + final.value_error + self._cap[key]
+            return np.clip(np.maximum(val, self.resolution), 0.0, 1.0)
+        val = (1.0 - final.mass_rel_error) * raw - final.value_error
+        val = np.where(val < self.resolution, 0.0, val)
+        return np.clip(val, 0.0, 1.0)
+
+    def _bound(self, eps: np.ndarray, direction: Direction, side: str) -> np.ndarray:
+        parts = direction.parts()
+        out = self._side(eps, parts[0], side)
+        for part in parts[1:]:
+            out = np.maximum(out, self._side(eps, part, side))
+        return out
+
+    def delta(self, epsilons, direction="both") -> tuple[np.ndarray, np.ndarray]:
+        """(upper, lower) bounds on δ(ε) at each ε (any finite reals <= 700), same shape as input."""
+        direction = _as_direction(direction)
+        eps = np.asarray(epsilons, dtype=np.float64)
+        shape = eps.shape
+        flat = eps.ravel()
+        if not np.all(np.isfinite(flat)) or np.any(flat > MAX_EPSILON):
+            raise ValueError(f"epsilons must be finite and <= {MAX_EPSILON}, got epsilons={epsilons!r}")
+        order = np.argsort(flat, kind="stable")
+        srt = flat[order]
+        up = np.minimum.accumulate(self._bound(srt, direction, "upper"))
+        lo = np.maximum.accumulate(self._bound(srt, direction, "lower")[::-1])[::-1]
+        upper = np.empty_like(flat)
+        lower = np.empty_like(flat)
+        upper[order] = up
+        lower[order] = lo
+        return upper.reshape(shape), lower.reshape(shape)
+
+    def epsilon(self, delta: float, direction="both") -> tuple[float, float]:
+        """(eps_upper, eps_lower): certified bounds on ε(δ) = min{ε >= 0 : δ(ε) <= delta}."""
+        direction = _as_direction(direction)
+        if isinstance(delta, bool) or not isinstance(delta, (int, float, np.floating)) \
+                or not (0.0 < float(delta) < 1.0):
+            raise ValueError(f"delta must be a number in (0, 1), got delta={delta!r}")
+        delta = float(delta)
+
+        def up(e: float) -> float:
+            return float(self._bound(np.array([e]), direction, "upper")[0])
+
+        def lo(e: float) -> float:
+            return float(self._bound(np.array([e]), direction, "lower")[0])
+
+        # eps_upper: smallest ε with up(ε) <= delta (returned from the safe side)
+        if up(0.0) <= delta:
+            eps_upper = 0.0
+        elif up(MAX_EPSILON) > delta:
+            eps_upper = math.inf
+        else:
+            a, b = 0.0, MAX_EPSILON  # up(a) > delta >= up(b)
+            for _ in range(_BISECTION_STEPS):
+                m = 0.5 * (a + b)
+                if up(m) <= delta:
+                    b = m
+                else:
+                    a = m
+            eps_upper = b
+        # eps_lower: largest ε with lo(ε) > delta (0 if none)
+        if not lo(0.0) > delta:
+            eps_lower = 0.0
+        else:
+            a, b = 0.0, MAX_EPSILON  # lo(a) > delta; lo(700) is 0 or > delta
+            if lo(b) > delta:
+                return eps_upper, b
+            for _ in range(_BISECTION_STEPS):
+                m = 0.5 * (a + b)
+                if lo(m) > delta:
+                    a = m
+                else:
+                    b = m
+            eps_lower = a
+        return eps_upper, eps_lower
+
+
+@lru_cache(maxsize=32)
+def bracket_for(sigma: float, steps: int, epochs: int) -> AllocationBracket:
+    """The bracket at the default accuracy settings, built once per (σ, T, E) in a process."""
+    return AllocationBracket(float(sigma), int(steps), int(epochs))

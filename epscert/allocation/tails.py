@@ -1,0 +1,129 @@
+"""The lognormal factor W and the cap terms of the Balls-and-Bins bracket.
+
+Under Q, W = exp(Z/σ − 1/(2σ²)) with Z ~ N(0, 1), so E_Q[W] = 1 and (with β_± = σ log w ± 1/(2σ))
+
+    P(W <= w)         = Φ(σ log w + 1/(2σ)),
+    E_Q[W·1{W <= w}]  = Φ(σ log w − 1/(2σ))      (the tilted law of W is lognormal with +1/σ²).
+
+**Cap.** The grid laws are built from W restricted to [0, c] (a sub-probability). Let G be the
+event that every W_{e,t} (e <= E epochs, t <= T steps) is <= c. For any f >= 0,
+E_Q[f(Π S_e)] = E_Q[f 1_G] + E_Q[f 1_{G^c}], and the grid brackets the first term. The second:
+
+* remove, f = (Π S_e − e^ε)_+ <= Π S_e, and 1_{G^c} <= Σ_{e,t} 1{W_{e,t} > c}, so by
+  independence of the epochs and E_Q[S_e'] = 1,
+
+      E_Q[f 1_{G^c}] <= Σ_e E_Q[S_e Σ_t 1{W_{e,t} > c}]
+                     = E · (1/T) Σ_{s,t} E_Q[W_s 1{W_t > c}]
+                     = E · (E_Q[W 1{W > c}] + (T − 1) P(W > c));
+
+* add, f = (1 − e^ε Π S_e)_+ <= 1, so E_Q[f 1_{G^c}] <= P(G^c) <= E·T·P(W > c).
+
+Lower bounds drop the (nonnegative) second term. Both tail probabilities are evaluated as
+survival functions Φ̄(x) = ndtr(−x) (never 1 − Φ), and the cap is chosen with ndtri of the
+target, so each term is at most its share of ``cap_budget`` (half to each summand for remove).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from scipy import special
+
+from epscert.allocation.cells import UNIT_ROUNDOFF, CellLaw, max_present
+
+#: Relative error allowed for one scipy ndtr evaluation (a generous multiple of the roundoff).
+NDTR_REL_ERROR = 16.0 * UNIT_ROUNDOFF
+#: Gauss-Legendre nodes per base cell, and the widest cell (in units of Z) the rule accepts.
+_GL_NODES = 8
+_GL_MAX_WIDTH = 0.1
+
+
+def log_cap(sigma: float, steps: int, epochs: int, cap_budget: float) -> float:
+    """log c such that both cap terms below are <= cap_budget (remove: half per summand)."""
+    half = 0.5 / sigma
+    # Φ̄(σ log c − 1/(2σ)) <= budget/(2E) and Φ̄(σ log c + 1/(2σ)) <= budget/(2ET)
+    x1 = -float(special.ndtri(cap_budget / (2.0 * epochs)))
+    x2 = -float(special.ndtri(cap_budget / (2.0 * epochs * steps)))
+    return max((x1 + half) / sigma, (x2 - half) / sigma)
+
+
+def cap_terms(sigma: float, steps: int, epochs: int, log_c: float) -> dict[str, float]:
+    """Additive upper-bound terms for W > c (module docstring), per direction, rounded up."""
+    half = 0.5 / sigma
+    p_over = float(special.ndtr(-(sigma * log_c + half)))  # P(W > c)
+    m_over = float(special.ndtr(-(sigma * log_c - half)))  # E_Q[W 1{W > c}]
+    up = 1.0 + 4.0 * NDTR_REL_ERROR
+    return {
+        "remove": up * epochs * (m_over + (steps - 1) * p_over),
+        "add": up * epochs * steps * p_over,
+    }
+
+
+def _gauss_integral(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """∫_lo^hi φ(x) dx by _GL_NODES-point Gauss-Legendre on each (finite, narrow) interval.
+
+    All terms are positive, so the rounding is at most (_GL_NODES + 4)·u relative; the rule's
+    remainder for φ on an interval of width h <= 0.1 (at most |x| <= 40) is below 1e-30
+    relative (h^{2n} f^{(2n)}/(2n)! with n = 8), far below the rounding.
+    """
+    nodes, wts = np.polynomial.legendre.leggauss(_GL_NODES)
+    half = 0.5 * (hi - lo)
+    mid = 0.5 * (hi + lo)
+    x = mid[:, None] + half[:, None] * nodes[None, :]
+    return half * (np.exp(-0.5 * x * x) @ wts) / math.sqrt(2.0 * math.pi)
+
+
+def _interval_prob(arg_lo: np.ndarray, arg_hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Φ(arg_hi) − Φ(arg_lo) and a bound on its relative error.
+
+    Narrow finite intervals by Gauss-Legendre (no cancellation); the first interval
+    (arg_lo = −∞) by ndtr, which has no cancellation either.
+    """
+    out = np.empty(arg_lo.size)
+    rel = np.full(arg_lo.size, (_GL_NODES + 8) * UNIT_ROUNDOFF)
+    finite = np.isfinite(arg_lo)
+    out[~finite] = special.ndtr(arg_hi[~finite])
+    rel[~finite] = NDTR_REL_ERROR
+    out[finite] = _gauss_integral(arg_lo[finite], arg_hi[finite])
+    if np.any(arg_hi[finite] - arg_lo[finite] > _GL_MAX_WIDTH):
+        raise ValueError("base cells too wide for the Gauss-Legendre rule; raise base_cells")
+    return out, rel
+
+
+def base_laws(sigma: float, log_c: float, cells: int, tau: float, *, steps: int = 1,
+              epochs: int = 1) -> tuple[CellLaw, CellLaw, float, float]:
+    """(lower, upper, relative mass error, additive value error) of the cell laws of W on [0, c].
+
+    Cells: [0, w_lo) with P(W < w_lo) = tau, then ``cells`` log-uniform cells up to c. The
+    lower law puts each cell's mass at its conditional mean (contraction), the upper law
+    spreads it to the cell's endpoints (spread); see :mod:`epscert.allocation.cells`.
+    The cell means are clipped into their cells (they lie there mathematically). Their
+    relative errors γ_i (mass and moment) give the additive share as in
+    :func:`epscert.allocation.cells.combine`, with T·E appearances and total weight E.
+    """
+    half = 0.5 / sigma
+    log_lo = min((float(special.ndtri(tau)) - half) / sigma, log_c - 1.0)
+    edges = np.concatenate([[0.0], np.exp(np.linspace(log_lo, log_c, cells + 1))])
+    le = np.concatenate([[-np.inf], np.linspace(log_lo, log_c, cells + 1)])
+    beta = sigma * le + half  # -inf at the 0 edge
+    alpha = sigma * le - half
+    mass, rel_m = _interval_prob(beta[:-1], beta[1:])
+    moment, rel_f = _interval_prob(alpha[:-1], alpha[1:])
+    lo_e, hi_e = edges[:-1], edges[1:]
+    occupied = mass > 0.0
+    mean = np.where(occupied, moment / np.where(occupied, mass, 1.0), lo_e)
+    mean = np.clip(mean, lo_e, hi_e)
+    lower = CellLaw(mean[occupied], mass[occupied])
+    frac = np.clip((mean - lo_e) / (hi_e - lo_e), 0.0, 1.0)
+    node = np.zeros(edges.size)
+    node[:-1] += mass * (1.0 - frac)
+    node[1:] += mass * frac
+    nz = node > 0.0
+    upper = CellLaw(edges[nz], node[nz])
+    rel_mass = float(np.max(rel_m[occupied]))
+    # the exp(linspace) edges and the division add a few u to each mean
+    gamma = 2.0 * (rel_m + rel_f + 8.0 * UNIT_ROUNDOFF)
+    value_error = max(epochs * float(np.sum(mass * mean * gamma)),
+                      epochs * max_present(gamma, mass, steps))
+    return lower, upper, rel_mass, value_error
