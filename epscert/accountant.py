@@ -127,7 +127,8 @@ class Accountant:
     @staticmethod
     def calibrate(target_epsilon: float, target_delta: float, steps: int, epochs: int = 1,
                   sampler: str = "balls_and_bins", method: str = "auto", samples: int = 100_000,
-                  error_prob: float = 0.01, seed: int = 0, **kwargs) -> Calibration:
+                  error_prob: float = 0.01, seed: int = 0, progress: Callback | None = None,
+                  **kwargs) -> Calibration:
         """Smallest noise multiplier whose certified ε(target_delta) <= target_epsilon.
 
         The returned :class:`~epscert.inverse.calibrate.Calibration` holds the σ, the fresh-seed
@@ -135,4 +136,4 @@ class Accountant:
         """
         config = CertifyConfig(sampler=sampler, sigma=1.0, steps=steps, epochs=epochs, epsilons=(target_epsilon,),
                                methods=(method,), samples=samples, error_prob=error_prob, seed=seed, **kwargs)
-        return calibrate_sigma(config, target_epsilon, target_delta)
+        return calibrate_sigma(config, target_epsilon, target_delta, progress=progress)

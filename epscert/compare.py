@@ -21,6 +21,7 @@ from epscert.fft.mechanisms import Schedule, SubsampledGaussian
 from epscert.fft.report import to_rows as fft_rows
 from epscert.results.rows import analytic_rows
 from epscert.params import CertifyConfig, Method, Sampler
+from epscert.progress import Callback, ProgressMeter
 from epscert.schema import to_table
 
 #: Target width and largest grid of the Fourier bracket in a comparison.
@@ -28,12 +29,17 @@ FFT_TARGET_ERROR = 1e-6
 FFT_MAX_SIZE = 2**20
 
 
-def compare_rows(config: CertifyConfig, deltas: Sequence[float] = (), fft: bool = True) -> list[dict]:
-    """All rows of the comparison: δ at ``config.epsilons`` and ε at ``deltas``."""
+def compare_rows(config: CertifyConfig, deltas: Sequence[float] = (), fft: bool = True,
+                 progress: Callback | None = None) -> list[dict]:
+    """All rows of the comparison: δ at ``config.epsilons`` and ε at ``deltas``.
+
+    ``progress`` receives :class:`epscert.progress.ProgressUpdate` s of the Monte Carlo passes.
+    """
     rows: list[dict] = []
     mc = dataclasses.replace(config, sampler=Sampler.BALLS_AND_BINS,
                              methods=tuple(m for m in config.methods if Method(m).is_monte_carlo) or (Method.AUTO,))
-    rows.extend(certify_config(mc).to_pylist())
+    per_pass = len(mc.direction.parts()) * mc.samples * sum(m.is_monte_carlo for m in mc.resolved)
+    rows.extend(certify_config(mc, ProgressMeter(progress, per_pass, "sampling (δ(ε) grid)").add).to_pylist())
     for base, method in baseline_tasks(config) + [(dataclasses.replace(
             config, sampler=Sampler.POISSON, methods=(Method.RDP_UPPER,), orders=None), Method.RDP_UPPER)]:
         rows.extend(analytic_rows(base, method))
@@ -43,7 +49,7 @@ def compare_rows(config: CertifyConfig, deltas: Sequence[float] = (), fft: bool 
         choice = choose_grid(schedule, config.epsilons, FFT_TARGET_ERROR, config.direction, FFT_MAX_SIZE)
         rows.extend(fft_rows(fft_bounds(schedule, config.epsilons, choice.grid, config.direction)))
     if deltas:
-        rows.extend(epsilon_report(mc, deltas, baselines=True))
+        rows.extend(epsilon_report(mc, deltas, baselines=True, progress=progress))
     return to_table(rows).to_pylist()
 
 

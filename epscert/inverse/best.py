@@ -49,7 +49,7 @@ from typing import Mapping
 
 from epscert.inverse.epsilon_at_delta import analytic_epsilon_rows, check_deltas, mc_epsilon_rows
 from epscert.params import SUPPORTED_METHODS, CertifyConfig, Method, Sampler, check_float
-from epscert.progress import Callback
+from epscert.progress import Callback, ProgressMeter
 from epscert.results.rows import analytic_rows
 from epscert.results.tables import certify_config
 
@@ -211,7 +211,8 @@ def best_certificate(config: CertifyConfig, *, delta: float | None = None, epsil
             column = "epsilon_upper"
         else:
             one = dataclasses.replace(cfg, epsilons=(target,))
-            new = (certify_config(one).to_pylist() if run_method.is_monte_carlo
+            meter = ProgressMeter(progress, len(one.direction.parts()) * one.samples, "sampling")
+            new = (certify_config(one, meter.add).to_pylist() if run_method.is_monte_carlo
                    else analytic_rows(one, run_method))
             column = "delta_upper"
         wall = time.perf_counter() - start

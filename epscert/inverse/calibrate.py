@@ -31,6 +31,7 @@ from epscert.results.tables import certify_config
 from epscert.params import CertifyConfig, Method, check_float
 from epscert.montecarlo.samplers import loss_sampler
 from epscert.analytic.truncation import config_penalty
+from epscert.progress import Callback, ProgressMeter
 
 #: Relative tolerance on σ of the search (the reported σ is within this of the search's crossing).
 SIGMA_REL_TOL = 0.01
@@ -65,6 +66,13 @@ def _bisect_log(passes, lo: float, hi: float, rel_tol: float) -> float:
     return hi
 
 
+def bisect_steps(lo: float, hi: float, rel_tol: float) -> int:
+    """Evaluations :func:`_bisect_log` makes on [lo, hi]: each halves log(hi/lo) until <= log(1 + rel_tol)."""
+    if hi / lo <= 1.0 + rel_tol:
+        return 0
+    return math.ceil(math.log2(math.log(hi / lo) / math.log1p(rel_tol)))
+
+
 def _analytic_sigma(delta_at: callable, target_delta: float, rel_tol: float,
                     guess: float | None = None) -> float:
     """Smallest σ with delta_at(σ) <= target (δ falls as σ grows), bracketing around ``guess``."""
@@ -96,13 +104,16 @@ def check_certifiable(config: CertifyConfig, method: Method) -> None:
 def calibrate_sigma(config: CertifyConfig, target_epsilon: float, target_delta: float,
                     search_samples: int | None = None, certify_seed: int | None = None,
                     rel_tol: float = SIGMA_REL_TOL,
-                    run: Callable[[CertifyConfig], pa.Table] = certify_config) -> Calibration:
+                    run: Callable[[CertifyConfig], pa.Table] = certify_config,
+                    progress: Callback | None = None) -> Calibration:
     """Smallest σ (to ``rel_tol``) with certified ε(target_delta) <= target_epsilon.
 
     ``config`` gives the sampler, steps, epochs, method, sample budget, β, seed and
     direction; its σ and ε grid are ignored. ``certify_seed`` defaults to seed + 1: any
     seed other than the search seed gives an independent sample set. ``run`` computes one
     configuration's table: in process by default, or a Beam job (``pipelines.calibrate``).
+    ``progress`` receives one :class:`epscert.progress.ProgressUpdate` per evaluation; the total
+    is the evaluations done plus those the bisection still needs, plus the certificate run.
     """
     for method in config.resolved:
         check_certifiable(config, method)
@@ -119,6 +130,14 @@ def calibrate_sigma(config: CertifyConfig, target_epsilon: float, target_delta: 
         raise ValueError(f"certify_seed must differ from the search seed, got certify_seed={certify_seed}")
     direction = config.direction.value
     tried: list[float] = []
+    meter = ProgressMeter(progress, 1, "calibrate", unit="evaluations", interval=0.0)
+    bracket = list(SIGMA_BRACKET)  # the bisection's (lo, hi) as known so far; lo moves only while bisecting
+    bisecting = [False]
+
+    def report(sigma: float, ok: bool, left: int) -> None:
+        meter.total = meter.done + 1 + left
+        meter.stage = f"calibrate (σ={sigma:.4g} {'meets' if ok else 'misses'} the target)"
+        meter.add(1)
 
     def ucb(sigma: float, samples: int, seed: int) -> tuple[float, pa.Table]:
         cfg = dataclasses.replace(config, sigma=sigma, epsilons=(eps_t,), samples=samples, seed=seed,
@@ -129,7 +148,13 @@ def calibrate_sigma(config: CertifyConfig, target_epsilon: float, target_delta: 
 
     def passes(sigma: float) -> bool:
         tried.append(sigma)
-        return ucb(sigma, budget, search_seed)[0] <= delta_t
+        ok = ucb(sigma, budget, search_seed)[0] <= delta_t
+        if ok:
+            bracket[1] = min(bracket[1], sigma)
+        elif bisecting[0]:
+            bracket[0] = max(bracket[0], sigma)
+        report(sigma, ok, bisect_steps(bracket[0], bracket[1], rel_tol) + 1)
+        return ok
 
     start = time.perf_counter()
     lo, hi = SIGMA_BRACKET
@@ -141,15 +166,21 @@ def calibrate_sigma(config: CertifyConfig, target_epsilon: float, target_delta: 
             raise ValueError(f"no σ <= {SIGMA_BRACKET[1]} meets target_epsilon={eps_t}, target_delta={delta_t} "
                              f"with samples={budget}; raise samples")
         hi = min(SIGMA_BRACKET[1], 2.0 * hi)
+    bisecting[0] = True
     sigma = _bisect_log(passes, lo, hi, rel_tol)
     search_seconds = time.perf_counter() - start
     start = time.perf_counter()
     delta_up, certificate = ucb(sigma, config.samples, fresh_seed)
     certify_seconds = time.perf_counter() - start
+    meter.total = meter.done + 2
+    meter.stage = f"calibrate (certificate run at σ={sigma:.4g}; next: Poisson σ for comparison)"
+    meter.add(1)
     poisson_sigma = _analytic_sigma(
         lambda s: float(composed_pld(s, config.steps, config.epochs, config.pld_discretization,
                                      True).get_delta_for_epsilon(eps_t)) + pen,
         delta_t, ANALYTIC_REL_TOL, guess=sigma)
+    meter.stage = "calibrate (Poisson σ for comparison)"
+    meter.add(1)
     return Calibration(sigma=sigma, certified=delta_up <= delta_t, certificate=certificate,
                        delta_upper=delta_up, poisson_sigma=poisson_sigma, deterministic_sigma=det_sigma,
                        search_sigmas=tuple(tried), search_seconds=search_seconds,

@@ -204,12 +204,13 @@ def analytic_epsilon_rows(config: CertifyConfig, method: Method, deltas: Sequenc
     return rows
 
 
-def epsilon_report(config: CertifyConfig, deltas: Sequence[float], baselines: bool = True) -> list[dict]:
+def epsilon_report(config: CertifyConfig, deltas: Sequence[float], baselines: bool = True,
+                   progress: Callback | None = None) -> list[dict]:
     """ε(δ) rows: each Monte Carlo method of ``config`` certified, plus the analytic baselines."""
     rows: list[dict] = []
     for method in config.resolved:
         if method.is_monte_carlo:
-            rows.extend(mc_epsilon_rows(config, method, deltas))
+            rows.extend(mc_epsilon_rows(config, method, deltas, progress=progress))
         elif method is not Method.RDP_UPPER:
             rows.extend(analytic_epsilon_rows(config, method, deltas))
     if baselines:
