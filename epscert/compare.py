@@ -10,11 +10,12 @@ assumptions (convexity, smoothness) that (σ, T, E) alone do not give, so it is 
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Sequence
 
 from epscert.results.tables import certify_config
 from epscert.results.baselines import baseline_tasks
-from epscert.inverse.epsilon_at_delta import epsilon_report
+from epscert.inverse.epsilon_at_delta import DEFAULT_COARSE_GRID, epsilon_report
 from epscert.fft.choose import choose_grid
 from epscert.fft.compose import fft_bounds
 from epscert.fft.mechanisms import Schedule, SubsampledGaussian
@@ -27,6 +28,7 @@ from epscert.schema import to_table
 #: Target width and largest grid of the Fourier bracket in a comparison.
 FFT_TARGET_ERROR = 1e-6
 FFT_MAX_SIZE = 2**20
+COARSE_POINTS = frozenset(DEFAULT_COARSE_GRID)
 
 
 def compare_rows(config: CertifyConfig, deltas: Sequence[float] = (), fft: bool = True,
@@ -68,6 +70,18 @@ COMPARE_COLUMNS = (
 )
 
 
+def mean_resolved(row: dict) -> bool:
+    """Whether an ε(δ) row's Monte Carlo *mean* ε sits on the fine grid, not on a coarse-grid point.
+
+    The fine grid (32 steps) exists only around a crossing of the UCB; a mean crossing outside it
+    reads off the coarse grid (0.125 ... 64) and is a grid artefact, not a resolved value.
+    """
+    up = row["epsilon_upper"]
+    if up is None or not math.isfinite(up):
+        return False
+    return row["epsilon"] not in COARSE_POINTS
+
+
 def pivot(rows: list[dict], direction: str = "both") -> tuple[list[str], list[list]]:
     """(header, table) of δ per ε and, for ε(δ) rows, ε per δ, in COMPARE_COLUMNS order."""
     header = ["quantity"] + [c[0] for c in COMPARE_COLUMNS]
@@ -89,6 +103,8 @@ def pivot(rows: list[dict], direction: str = "both") -> tuple[list[str], list[li
                 if quantity == "epsilon_at_delta":
                     col = {"delta": "epsilon", "delta_upper": "epsilon_upper", "delta_lower": "epsilon_lower"}[column]
                     found = r[col] if r[col] is not None else r["epsilon"]
+                    if method == "*mc" and column == "delta" and not mean_resolved(r):
+                        found = None
                 else:
                     found = r[column] if r[column] is not None else r["delta"]
                 break

@@ -18,6 +18,7 @@ from epscert.progress import print_to_stderr
 from pipelines.options import (
     ArgumentParser, UsageError, check_writable_file, parse_floats, parse_int, report_usage_error,
 )
+from pipelines.output import print_json
 from transforms.sinks import write_rows
 
 PROG = "epscert compare"
@@ -40,6 +41,8 @@ def build_parser(prog: str = PROG) -> ArgumentParser:
     add("--no-fft", "--no_fft", action="store_true", help="skip the Fourier-accountant bracket")
     add("--output", default=None, help="also write every row to this Parquet file")
     add("--no-progress", "--no_progress", action="store_true", help="no progress lines on stderr")
+    add("--format", default="table", choices=("table", "json"),
+        help="stdout: the side-by-side table, or every row as one JSON object per line (default: %(default)s)")
     return parser
 
 
@@ -72,6 +75,11 @@ def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
                             progress=None if args.no_progress else print_to_stderr)
     except (UsageError, ValueError) as err:
         return report_usage_error(prog, err if isinstance(err, UsageError) else UsageError(str(err)))
+    if args.format == "json":
+        print_json(rows, sys.stdout)
+        if args.output is not None:
+            write_rows(rows, args.output)
+        return 0
     header, table = pivot(rows, config.direction.value)
     cells = [header] + [[_cell(v) for v in line] for line in table]
     widths = [max(len(line[i]) for line in cells) for i in range(len(header))]
