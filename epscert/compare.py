@@ -17,7 +17,7 @@ from typing import Sequence
 
 from epscert.results.tables import certify_config
 from epscert.results.baselines import baseline_tasks
-from epscert.inverse.epsilon_at_delta import epsilon_report
+from epscert.inverse.epsilon_at_delta import DEFAULT_COARSE_GRID, epsilon_report
 from epscert.fft.choose import choose_grid
 from epscert.fft.compose import fft_bounds
 from epscert.fft.mechanisms import Schedule, SubsampledGaussian
@@ -25,19 +25,26 @@ from epscert.fft.report import to_rows as fft_rows
 from epscert.results.rows import analytic_rows
 from epscert.params import (BRACKET_MAX_EPOCHS, BRACKET_MAX_STEPS, BRACKET_MIN_SIGMA, CertifyConfig,
                             Method, Sampler)
+from epscert.progress import Callback, ProgressMeter
 from epscert.schema import to_table
 
 #: Target width and largest grid of the Fourier bracket in a comparison.
 FFT_TARGET_ERROR = 1e-6
 FFT_MAX_SIZE = 2**20
+COARSE_POINTS = frozenset(DEFAULT_COARSE_GRID)
 
 
-def compare_rows(config: CertifyConfig, deltas: Sequence[float] = (), fft: bool = True) -> list[dict]:
-    """All rows of the comparison: δ at ``config.epsilons`` and ε at ``deltas``."""
+def compare_rows(config: CertifyConfig, deltas: Sequence[float] = (), fft: bool = True,
+                 progress: Callback | None = None) -> list[dict]:
+    """All rows of the comparison: δ at ``config.epsilons`` and ε at ``deltas``.
+
+    ``progress`` receives :class:`epscert.progress.ProgressUpdate` s of the Monte Carlo passes.
+    """
     rows: list[dict] = []
     mc = dataclasses.replace(config, sampler=Sampler.BALLS_AND_BINS,
                              methods=tuple(m for m in config.methods if Method(m).is_monte_carlo) or (Method.AUTO,))
-    rows.extend(certify_config(mc).to_pylist())
+    per_pass = len(mc.direction.parts()) * mc.samples * sum(m.is_monte_carlo for m in mc.resolved)
+    rows.extend(certify_config(mc, ProgressMeter(progress, per_pass, "sampling (δ(ε) grid)").add).to_pylist())
     for base, method in baseline_tasks(config) + [(dataclasses.replace(
             config, sampler=Sampler.POISSON, methods=(Method.RDP_UPPER,), orders=None), Method.RDP_UPPER)]:
         rows.extend(analytic_rows(base, method))
@@ -51,7 +58,7 @@ def compare_rows(config: CertifyConfig, deltas: Sequence[float] = (), fft: bool 
         choice = choose_grid(schedule, config.epsilons, FFT_TARGET_ERROR, config.direction, FFT_MAX_SIZE)
         rows.extend(fft_rows(fft_bounds(schedule, config.epsilons, choice.grid, config.direction)))
     if deltas:
-        rows.extend(epsilon_report(mc, deltas, baselines=True))
+        rows.extend(epsilon_report(mc, deltas, baselines=True, progress=progress))
         if bracket is not None:
             rows.extend(epsilon_report(bracket, deltas, baselines=False))
     return to_table(rows).to_pylist()
@@ -111,6 +118,18 @@ def mean_in_bracket(rows: list[dict], direction: str, epsilon: float) -> str:
     return "yes" if inside else "NO"
 
 
+def mean_resolved(row: dict) -> bool:
+    """Whether an ε(δ) row's Monte Carlo *mean* ε sits on the fine grid, not on a coarse-grid point.
+
+    The fine grid (32 steps) exists only around a crossing of the UCB; a mean crossing outside it
+    reads off the coarse grid (0.125 ... 64) and is a grid artefact, not a resolved value.
+    """
+    up = row["epsilon_upper"]
+    if up is None or not math.isfinite(up):
+        return False
+    return row["epsilon"] not in COARSE_POINTS
+
+
 def pivot(rows: list[dict], direction: str = "both") -> tuple[list[str], list[list]]:
     """(header, table) of δ per ε and, for ε(δ) rows, ε per δ, in COMPARE_COLUMNS order."""
     header = ["quantity"] + [c[0] for c in COMPARE_COLUMNS] + ["MC mean in PLD bracket"]
@@ -132,6 +151,8 @@ def pivot(rows: list[dict], direction: str = "both") -> tuple[list[str], list[li
                 if quantity == "epsilon_at_delta":
                     col = {"delta": "epsilon", "delta_upper": "epsilon_upper", "delta_lower": "epsilon_lower"}[column]
                     found = r[col] if r[col] is not None else r["epsilon"]
+                    if method == "*mc" and column == "delta" and not mean_resolved(r):
+                        found = None
                 else:
                     found = r[column] if r[column] is not None else r["delta"]
                 break

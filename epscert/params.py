@@ -158,6 +158,18 @@ def check_float(name: str, value: object, *, low: float, low_open: bool,
     return out
 
 
+def steps_per_epoch(dataset_size: object, batch_size: object) -> int:
+    """T = n // b: the full batches of one epoch (a last, partial batch is dropped, ``drop_last=True``).
+
+    Dropping the partial batch keeps every batch at b records; b > n is refused.
+    """
+    n = check_int("dataset_size", dataset_size, 1)
+    b = check_int("batch_size", batch_size, 1)
+    if b > n:
+        raise ValueError(f"batch_size must be <= dataset_size, got batch_size={b}, dataset_size={n}")
+    return n // b
+
+
 def parse_orders(orders: object, max_rank: int | None = None) -> tuple[int, ...]:
     """Expand (start, stop, step) triples into ranks, e.g. "1,100,1,100,500,10".
 

@@ -25,6 +25,7 @@ from apache_beam.options.pipeline_options import GoogleCloudOptions
 
 from epscert.inverse.calibrate import calibrate_sigma
 from epscert.params import CertifyConfig, Direction, Method, Sampler
+from epscert.progress import print_to_stderr
 from pipelines.certify import with_shards
 from pipelines.options import (
     ArgumentParser, RunnerChoice, UsageError, check_unknown_flags, check_writable_file, choose_runner, make_pipeline,
@@ -62,6 +63,7 @@ def build_parser(prog: str = PROG) -> ArgumentParser:
     add("--max-batch-size", "--max_batch_size", default=None, help="largest batch B (truncated batches)")
     add("--output", default=None, help="Parquet file for the certificate rows (default: none)")
     add("--format", default="table", choices=("table", "json"), help="stdout format (default: %(default)s)")
+    add("--no-progress", "--no_progress", action="store_true", help="no progress lines on stderr")
     return parser
 
 
@@ -128,7 +130,7 @@ def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
         if args.output is not None:
             check_writable_file("output", args.output)
         result = calibrate_sigma(config, eps_t, delta_t, search_samples=search, certify_seed=certify_seed,
-                                 run=beam_runner(choice))
+                                 run=beam_runner(choice), progress=None if args.no_progress else print_to_stderr)
     except (UsageError, ValueError) as err:
         return report_usage_error(prog, err if isinstance(err, UsageError) else UsageError(str(err)))
     rows = result.certificate.to_pylist()

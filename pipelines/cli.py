@@ -17,6 +17,7 @@ from epscert._version import __version__
 COMMANDS = {
     "certify": ("pipelines.certify:main", "one configuration, sharded Monte Carlo sampling, with its analytic baselines"),
     "sweep": ("pipelines.sweep:main", "a YAML/JSON grid of configurations into one resumable Parquet table"),
+    "epsilon": ("pipelines.epsilon:main", "certified epsilon(delta) of one training run (dataset size, batch size, epochs, sigma)"),
     "compare": ("pipelines.compare:main", "every accountant side by side for one (sigma, T, E): delta per epsilon, epsilon per delta"),
     "calibrate": ("pipelines.calibrate:main", "smallest sigma with certified epsilon(delta) <= target, then a fresh-seed certificate"),
     "plot": ("pipelines.plot:main", "figures from a results table: delta(epsilon) curves, epsilon(delta) against sigma"),

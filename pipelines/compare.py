@@ -14,9 +14,11 @@ from typing import Sequence
 from epscert.compare import compare_rows, pivot
 from epscert.params import CertifyConfig, Direction, Method
 from epscert.inverse.epsilon_at_delta import check_deltas
+from epscert.progress import print_to_stderr
 from pipelines.options import (
     ArgumentParser, UsageError, check_writable_file, parse_floats, parse_int, report_usage_error,
 )
+from pipelines.output import print_json
 from transforms.sinks import write_rows
 
 PROG = "epscert compare"
@@ -38,6 +40,9 @@ def build_parser(prog: str = PROG) -> ArgumentParser:
     add("--direction", default=Direction.BOTH.value, help="remove, add or both (default: %(default)s)")
     add("--no-fft", "--no_fft", action="store_true", help="skip the Fourier-accountant bracket")
     add("--output", default=None, help="also write every row to this Parquet file")
+    add("--no-progress", "--no_progress", action="store_true", help="no progress lines on stderr")
+    add("--format", default="table", choices=("table", "json"),
+        help="stdout: the side-by-side table, or every row as one JSON object per line (default: %(default)s)")
     return parser
 
 
@@ -66,9 +71,15 @@ def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
         deltas = check_deltas(parse_floats("deltas", args.deltas)) if args.deltas else ()
         if args.output is not None:
             check_writable_file("output", args.output)
-        rows = compare_rows(config, deltas, fft=not args.no_fft)
+        rows = compare_rows(config, deltas, fft=not args.no_fft,
+                            progress=None if args.no_progress else print_to_stderr)
     except (UsageError, ValueError) as err:
         return report_usage_error(prog, err if isinstance(err, UsageError) else UsageError(str(err)))
+    if args.format == "json":
+        print_json(rows, sys.stdout)
+        if args.output is not None:
+            write_rows(rows, args.output)
+        return 0
     header, table = pivot(rows, config.direction.value)
     cells = [header] + [[_cell(v) for v in line] for line in table]
     widths = [max(len(line[i]) for line in cells) for i in range(len(header))]

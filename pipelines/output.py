@@ -12,7 +12,7 @@ import sys
 from typing import Iterable, TextIO
 
 #: Columns of the human-readable table (the Parquet file has them all).
-TABLE_COLUMNS = ("sampler", "method", "direction", "epsilon", "delta_lower", "delta", "delta_upper",
+TABLE_COLUMNS = ("sampler", "sigma", "steps", "epochs", "method", "direction", "epsilon", "delta_lower", "delta", "delta_upper",
                  "std_error", "samples", "guarantee")
 FORMATS = ("table", "json")
 #: Table order of the directions: the reported 'both' first, then its parts.

@@ -1,11 +1,12 @@
 """``epscert plot RESULTS.parquet --out FIG.png``: figures from a results table (matplotlib, Agg).
 
 - ``--kind delta`` (default): δ(ε) per sampler and method on a log axis. Monte Carlo methods are
-  drawn as their mean with a band from the sampler's lower bound (when the table has one) up to
-  the UCB; exact values and upper bounds are solid lines, lower bounds dashed.
+  drawn as their UCB, their mean with a ±2 SE bar, and a band only from a real lower bound (when
+  the table has one) up to the UCB; UCBs at the sample-count floor are marked; exact values and
+  upper bounds are solid lines, lower bounds dashed; every data point has a marker.
 - ``--kind sigma``: from a sweep over σ, ε(δ) against σ per sampler and method (as in the
-  papers' figures). For each σ, ε(δ) is the smallest grid ε whose certified value (UCB for Monte
-  Carlo, the bound itself for analytic methods) is <= δ: the shared-grid rule of SPEC §8.
+  papers' figures), read from the certified ε(δ) rows where the table has them, else from the
+  ε grid (smallest grid ε whose certified δ is <= δ, SPEC §8), a grid-edge value marked ≤.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ import pyarrow.parquet as pq
 from pipelines.options import ArgumentParser, check_writable_file
 
 MC_METHODS = ("naive", "importance", "order_stats", "importance_order_stats")
+#: The δ axis reaches at most this many decades below the smallest certified value.
+FLOOR_DECADES = 3
 
 
 def _pyplot():
@@ -37,8 +40,42 @@ def _rows(table, direction: str) -> list[dict]:
             if r["direction"] == direction and r.get("quantity", "delta_at_epsilon") == "delta_at_epsilon"]
 
 
+def _positive(values) -> list[float]:
+    """Zeros and missing values cannot sit on a log axis: gaps (nan)."""
+    return [v if v is not None and v > 0 else math.nan for v in values]
+
+
+def y_limits(upper: Sequence[float], others: Sequence[float]) -> tuple[float, float] | None:
+    """Log-axis limits that follow the certified values (UCBs, upper bounds, exact values).
+
+    Means and lower bounds far below every certified value (float round-off such as 1e-14 of an
+    FFT composition, or a mean of a few samples) do not stretch the axis: the bottom is at most
+    ``FLOOR_DECADES`` decades below the smallest certified value.
+    """
+    up = [v for v in upper if v == v and v > 0]
+    every = up + [v for v in others if v == v and v > 0]
+    if not every:
+        return None
+    bottom = min(every) / 3.0
+    if up:
+        bottom = max(bottom, min(up) / 10.0**FLOOR_DECADES)
+    return max(bottom, 1e-300), min(1.5, max(every) * 3.0)
+
+
 def plot_delta_curves(table, out: str, direction: str = "both") -> str:
-    """δ(ε) curves with bands; returns the path written."""
+    """δ(ε) curves; returns the path written.
+
+    Monte Carlo: the UCB (line with markers), the mean with a ±2 standard-error bar, and a band
+    only from a real lower bound (the sampler's ``cube_lower_bound`` rows at the same ε) up to the
+    UCB; with no lower bound the UCB is drawn alone. A UCB whose mean is 0 sits at the
+    sample-count floor (1 - β^{1/m} times the scale): such points get an open triangle.
+    """
+    fig, ax = draw_delta_curves(table, direction)
+    return _save(fig, out)
+
+
+def draw_delta_curves(table, direction: str = "both"):
+    """(figure, axes) of :func:`plot_delta_curves`, for inspection."""
     plt = _pyplot()
     groups: dict[tuple, list[dict]] = defaultdict(list)
     for r in _rows(table, direction):
@@ -48,37 +85,50 @@ def plot_delta_curves(table, out: str, direction: str = "both") -> str:
     lower = {k[:1] + k[2:]: sorted(v, key=lambda r: r["epsilon"]) for k, v in groups.items()
              if k[1] == "cube_lower_bound"}
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    positive: list[float] = []
-
-    def pos(values):  # zeros cannot sit on a log axis: leave gaps
-        out = [v if v is not None and v > 0 else math.nan for v in values]
-        positive.extend(v for v in out if v == v)
-        return out
-
+    upper_values: list[float] = []
+    other_values: list[float] = []
     for key, rows in sorted(groups.items()):
         rows.sort(key=lambda r: r["epsilon"])
         eps = [r["epsilon"] for r in rows]
         label = f"{key[0]} {key[1]} (σ={key[2]:g}, T={key[3]}, E={key[4]})"
         if key[1] in MC_METHODS:
-            (line,) = ax.plot(eps, pos([r["delta"] for r in rows]), label=label + ": mean")
+            ucb = _positive([r["delta_upper"] for r in rows])
+            upper_values.extend(ucb)
+            (line,) = ax.plot(eps, ucb, marker="o", label=f"{label}: UCB (β={rows[0]['error_prob']:g})")
+            color = line.get_color()
+            shown = [(e, r["delta"], 2.0 * (r["std_error"] or 0.0)) for e, r in zip(eps, rows) if r["delta"] > 0]
+            if shown:
+                xs, ms, bars = zip(*shown)
+                other_values.extend(ms)
+                below = [min(b, 0.999 * m) for m, b in zip(ms, bars)]  # a log axis cannot show <= 0
+                ax.errorbar(xs, ms, yerr=[below, list(bars)], fmt="x", color=color, capsize=2,
+                            label=f"{label}: mean ± 2 SE")
+            floor = [(e, u) for e, u, r in zip(eps, ucb, rows) if r["delta"] == 0 and u == u]
+            if floor:
+                ax.plot(*zip(*floor), linestyle="none", marker="v", markersize=9, markerfacecolor="none",
+                        color=color, label=f"{label}: UCB at the sample-count floor (mean 0)")
             low_rows = lower.get(key[:1] + key[2:])
-            low = low_rows if low_rows and len(low_rows) == len(rows) else rows
-            ucb = pos([r["delta_upper"] for r in rows])
-            floor = [min(u, v) if v > 0 else u * 1e-3 for u, v in zip(ucb, [r["delta"] for r in low])]
-            ax.fill_between(eps, floor, ucb, color=line.get_color(), alpha=0.25,
-                            label=label + ": lower bound – UCB")
+            if low_rows and [r["epsilon"] for r in low_rows] == eps:
+                low = _positive([r["delta_lower"] if r["delta_lower"] is not None else r["delta"] for r in low_rows])
+                ok = [lo == lo and u == u and lo <= u for lo, u in zip(low, ucb)]
+                ax.fill_between(eps, [lo if k else math.nan for lo, k in zip(low, ok)],
+                                [u if k else math.nan for u, k in zip(ucb, ok)], color=color, alpha=0.25,
+                                label=f"{label}: lower bound – UCB")
         else:
             dashed = rows[0]["guarantee"] == "lower_bound"
-            ax.plot(eps, pos([r["delta"] for r in rows]), linestyle="--" if dashed else "-", label=label)
+            values = _positive([r["delta"] for r in rows])
+            (other_values if dashed else upper_values).extend(values)
+            ax.plot(eps, values, marker="o", markersize=3, linestyle="--" if dashed else "-", label=label)
     ax.set_yscale("log")
-    if positive:
-        ax.set_ylim(max(min(positive) / 3.0, 1e-300), min(1.5, max(positive) * 3.0))
+    limits = y_limits(upper_values, other_values)
+    if limits:
+        ax.set_ylim(*limits)
     ax.set_xlabel("ε")
     ax.set_ylabel("δ(ε)")
     ax.set_title(f"δ(ε), direction={direction}")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=6)
-    return _save(fig, out)
+    return fig, ax
 
 
 def epsilon_at(rows: Sequence[dict], delta: float) -> float:
@@ -93,32 +143,69 @@ def epsilon_at(rows: Sequence[dict], delta: float) -> float:
     return best
 
 
+def certified_epsilons(table, delta: float, direction: str = "both") -> dict[tuple, dict[float, tuple[float, str]]]:
+    """Per (sampler, method, T, E): σ -> (ε, mark), mark '=' for a value, '≤' or '≥' at a grid edge.
+
+    ε(δ) rows (``quantity='epsilon_at_delta'`` at this δ) are read first: their ε is the certified
+    value (upper bound, lower bound or exact). Where a configuration has none, the δ(ε) grid
+    gives the smallest grid ε whose certified δ is <= δ: an upper bound at grid resolution, and
+    at the smallest grid ε only '≤' (the true crossing may lie anywhere below it).
+    """
+    out: dict[tuple, dict[float, tuple[float, str]]] = defaultdict(dict)
+    rows = [r for r in table.to_pylist() if r["direction"] == direction]
+    for r in rows:
+        if r.get("quantity") == "epsilon_at_delta" and r["target_delta"] is not None \
+                and math.isclose(r["target_delta"], delta, rel_tol=1e-12):
+            value = r["epsilon_upper"] if r["epsilon_upper"] is not None else r["epsilon_lower"]
+            if value is not None and math.isfinite(value):
+                out[(r["sampler"], r["method"], r["steps"], r["epochs"])][r["sigma"]] = (value, "=")
+    grid: dict[tuple, dict[float, list[dict]]] = defaultdict(lambda: defaultdict(list))
+    for r in rows:
+        key = (r["sampler"], r["method"], r["steps"], r["epochs"])
+        if r.get("quantity", "delta_at_epsilon") == "delta_at_epsilon" and key not in out:
+            grid[key][r["sigma"]].append(r)
+    for key, by_sigma in grid.items():
+        for sigma, group in by_sigma.items():
+            value = epsilon_at(group, delta)
+            if math.isfinite(value):
+                edge = value == min(r["epsilon"] for r in group)
+                out[key][sigma] = (value, "≤" if edge else "=")
+    return out
+
+
 def plot_epsilon_vs_sigma(table, out: str, delta: float, direction: str = "both") -> str:
-    """ε(δ) against σ per sampler and method, from a sweep table."""
+    """ε(δ) against σ per sampler and method, from a sweep table (see :func:`certified_epsilons`)."""
+    fig, ax = draw_epsilon_vs_sigma(table, delta, direction)
+    return _save(fig, out)
+
+
+def draw_epsilon_vs_sigma(table, delta: float, direction: str = "both"):
+    """(figure, axes) of :func:`plot_epsilon_vs_sigma`, for inspection."""
     plt = _pyplot()
-    curves: dict[tuple, dict[float, list[dict]]] = defaultdict(lambda: defaultdict(list))
-    for r in _rows(table, direction):
-        curves[(r["sampler"], r["method"], r["steps"], r["epochs"])][r["sigma"]].append(r)
+    lower_methods = {r["method"] for r in table.to_pylist() if r["guarantee"] == "lower_bound"}
     fig, ax = plt.subplots(figsize=(7, 4.5))
     drawn = 0
-    for key, by_sigma in sorted(curves.items()):
+    for key, by_sigma in sorted(certified_epsilons(table, delta, direction).items()):
         sigmas = sorted(by_sigma)
-        eps = [epsilon_at(by_sigma[s], delta) for s in sigmas]
-        finite = [(s, e) for s, e in zip(sigmas, eps) if math.isfinite(e)]
-        if not finite:
+        if not sigmas:
             continue
-        dashed = by_sigma[sigmas[0]][0]["guarantee"] == "lower_bound"
-        ax.plot(*zip(*finite), marker="o", linestyle="--" if dashed else "-",
-                label=f"{key[0]} {key[1]} (T={key[2]}, E={key[3]})")
+        values = [by_sigma[s][0] for s in sigmas]
+        (line,) = ax.plot(sigmas, values, marker="o", linestyle="--" if key[1] in lower_methods else "-",
+                          label=f"{key[0]} {key[1]} (T={key[2]}, E={key[3]})")
+        for s, (value, mark) in by_sigma.items():
+            if mark != "=":
+                ax.plot([s], [value], linestyle="none", marker="v" if mark == "≤" else "^", markersize=9,
+                        markerfacecolor="none", color=line.get_color())
+                ax.annotate(f"{mark}{value:g}", (s, value), textcoords="offset points", xytext=(4, 4), fontsize=7)
         drawn += 1
     if not drawn:
-        raise ValueError(f"no configuration of the table reaches delta={delta} on its ε grid")
+        raise ValueError(f"no configuration of the table reaches delta={delta} on its ε grid or ε(δ) rows")
     ax.set_xlabel("σ (noise multiplier)")
     ax.set_ylabel(f"ε at δ={delta:g}")
     ax.set_yscale("log")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=6)
-    return _save(fig, out)
+    return fig, ax
 
 
 def _save(fig, out: str) -> str:

@@ -16,6 +16,9 @@ error_prob, direction``. Single-valued keys: ``epsilons`` (required), ``seed``, 
 integer), ``pld_discretization``, ``baselines`` (true adds each configuration's analytic
 baselines as configurations of their own). Keys left out take the defaults of ``epscert certify``
 (sampler balls_and_bins, method auto, samples 100000, error_prob 0.01, seed 0, shards auto...).
+``method: auto`` (or no ``method``) runs the sampler's certified methods
+(:func:`epscert.inverse.best.auto_methods`): PLD upper and RDP for Poisson, exact for
+deterministic, Monte Carlo ``auto`` for Balls-and-Bins and shuffling.
 
 Steps rule: give ``steps`` (T, steps per epoch), or both ``dataset_size`` n and ``batch_size`` b,
 and then T = n // b: the number of full batches in one epoch (a last, partial batch is dropped,
@@ -40,8 +43,9 @@ import yaml
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
+from epscert.inverse.best import auto_methods
 from epscert.results.baselines import baseline_tasks
-from epscert.params import CertifyConfig, show
+from epscert.params import CertifyConfig, show, steps_per_epoch
 from pipelines.certify import with_shards
 from pipelines.options import UsageError
 from transforms.sinks import is_local
@@ -149,9 +153,10 @@ def _steps(n: Any, b: Any) -> int:
     for name, v in (("dataset_size", n), ("batch_size", b)):
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
             raise SpecError(f"sweep spec: {name} must be an integer >= 1, got {name}={_show(v)}")
-    if b > n:
-        raise SpecError(f"sweep spec: batch_size must be <= dataset_size, got batch_size={b}, dataset_size={n}")
-    return n // b
+    try:
+        return steps_per_epoch(n, b)
+    except ValueError as err:
+        raise SpecError(f"sweep spec: {err}") from None
 
 
 def _single(spec: Mapping) -> dict:
@@ -218,9 +223,10 @@ def _config(point: Mapping, single: Mapping) -> CertifyConfig:
         kwargs["steps"] = _steps(kwargs["dataset_size"], kwargs.pop("batch_size"))
     if "max_batch_size" not in kwargs:
         kwargs.pop("dataset_size", None)  # only there to derive steps
-    if "method" in kwargs:
-        kwargs["methods"] = (kwargs.pop("method"),)
     kwargs.setdefault("sampler", DEFAULT_SAMPLER)
+    method = kwargs.pop("method", "auto")
+    # auto: the sampler's certified methods (PLD for Poisson, exact for deterministic), else Monte Carlo
+    kwargs["methods"] = auto_methods(kwargs["sampler"]) if method == "auto" else (method,)
     kwargs.update(epsilons=single["epsilons"], seed=single["seed"], shards=1)
     if "pld_discretization" in single:
         kwargs["pld_discretization"] = single["pld_discretization"]

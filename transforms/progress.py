@@ -17,6 +17,7 @@ import time
 from typing import TextIO
 
 from epscert.montecarlo.shard import ShardTask
+from epscert.progress import eta_line
 
 MODES = ("eta", "shards", "off")
 #: Minimum seconds between two ETA lines (the last line, at 100 %, is always printed).
@@ -63,10 +64,7 @@ class ProgressReporter:
             return
         self._last_print = now
         elapsed = now - self._start
-        fraction = min(1.0, self._done / self.total_samples)
-        eta = elapsed * (1.0 - fraction) / fraction if fraction > 0 else float("nan")
-        self._write(f"epscert: sampling {100 * fraction:5.1f}% ({self._done}/{self.total_samples} samples), "
-                    f"{elapsed:.1f} s elapsed, ETA {eta:.0f} s")
+        self._write(eta_line("sampling", self._done, self.total_samples, "samples", elapsed))
 
     def shard_done(self, task: ShardTask, seconds: float) -> None:
         """In ``shards`` mode, one line per finished shard."""

@@ -43,6 +43,7 @@ from epscert.results.rows import base_row
 from epscert.inverse.search import epsilon_for_delta
 from epscert.params import CertifyConfig, Direction, Method, Sampler, check_float
 from epscert.analytic.truncation import config_penalty
+from epscert.progress import Callback, ProgressMeter
 
 DEFAULT_COARSE_GRID = (0.0, 0.125, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0,
                        10.0, 12.0, 16.0, 20.0, 24.0, 32.0, 40.0, 48.0, 64.0)
@@ -83,7 +84,8 @@ def _brackets(coarse: np.ndarray, ucb: np.ndarray, deltas: Sequence[float]) -> d
 
 
 def mc_epsilon_rows(config: CertifyConfig, method: Method, deltas: Sequence[float],
-                    coarse: Sequence[float] = DEFAULT_COARSE_GRID, fine_points: int = FINE_POINTS) -> list[dict]:
+                    coarse: Sequence[float] = DEFAULT_COARSE_GRID, fine_points: int = FINE_POINTS,
+                    progress: Callback | None = None) -> list[dict]:
     """ε-at-δ rows of one Monte Carlo method (coarse search, then the certifying fine pass).
 
     Truncated batches: the penalty (1 + e^ε)η grows with ε while the UCB falls, so the
@@ -92,19 +94,25 @@ def mc_epsilon_rows(config: CertifyConfig, method: Method, deltas: Sequence[floa
     that the grid and pen_cap are fixed before the certifying samples are drawn; with
     target' = δ - pen_cap the argument of the module docstring applies, and at ε̂ the
     truncated mechanism has δ(ε̂) + pen(ε̂) <= target' + pen_cap = δ.
+
+    ``progress`` receives :class:`epscert.progress.ProgressUpdate` s of each pass (None: silent).
     """
     deltas = check_deltas(deltas)
     start = time.perf_counter()
     direction = config.direction.value
     plain = dataclasses.replace(config, methods=(method,), dataset_size=None, max_batch_size=None)
     search_seed = (config.seed + 1) % 2**128 if config.truncated else config.seed
+    per_pass = len(config.direction.parts()) * config.samples
     c_eps, c_mean, c_ucb = _curve(certify_config(dataclasses.replace(
-        plain, epsilons=tuple(coarse), seed=search_seed)), direction)
+        plain, epsilons=tuple(coarse), seed=search_seed),
+        ProgressMeter(progress, per_pass, "sampling (coarse ε grid)").add), direction)
     brackets = _brackets(c_eps, c_ucb, deltas)
     grid = sorted({e for lo, top in brackets.values() for e in np.linspace(lo, top, fine_points + 1).tolist()})
     f_eps, f_mean, f_ucb = c_eps, c_mean, c_ucb
     if grid:
-        f_eps, f_mean, f_ucb = _curve(certify_config(dataclasses.replace(plain, epsilons=tuple(grid))), direction)
+        f_eps, f_mean, f_ucb = _curve(certify_config(dataclasses.replace(plain, epsilons=tuple(grid)),
+                                                     ProgressMeter(progress, per_pass, "sampling (fine ε grid)").add),
+                                      direction)
         if not method.uses_importance and not config.truncated:  # same samples: coarse points count too
             order = np.argsort(np.concatenate([c_eps, f_eps]), kind="stable")
             f_eps = np.concatenate([c_eps, f_eps])[order]
@@ -210,12 +218,13 @@ def analytic_epsilon_rows(config: CertifyConfig, method: Method, deltas: Sequenc
     return rows
 
 
-def epsilon_report(config: CertifyConfig, deltas: Sequence[float], baselines: bool = True) -> list[dict]:
+def epsilon_report(config: CertifyConfig, deltas: Sequence[float], baselines: bool = True,
+                   progress: Callback | None = None) -> list[dict]:
     """ε(δ) rows: each Monte Carlo method of ``config`` certified, plus the analytic baselines."""
     rows: list[dict] = []
     for method in config.resolved:
         if method.is_monte_carlo:
-            rows.extend(mc_epsilon_rows(config, method, deltas))
+            rows.extend(mc_epsilon_rows(config, method, deltas, progress=progress))
         elif method is not Method.RDP_UPPER:
             rows.extend(analytic_epsilon_rows(config, method, deltas))
     if baselines:

@@ -139,7 +139,11 @@ def test_accountant_interface():
 def test_conjectured_pairs_are_never_returned_as_certificates(sampler):
     # the shuffle pair's Monte Carlo is only a conjecture: no bare "certified" number from it
     with pytest.raises(ValueError, match="sampler"):
-        epscert.Accountant(noise_multiplier=1.0, steps=10, sampler=sampler)
+        epscert.Accountant(noise_multiplier=1.0, steps=10, sampler=sampler, method="naive")
+    # method='auto' certifies through domination by deterministic batches instead (issue 17)
+    acc = epscert.Accountant(noise_multiplier=1.0, steps=10, sampler=sampler)
+    assert acc.get_delta(1.0) == pytest.approx(float(gaussian_delta(1.0, 1.0)), rel=1e-9)
+    assert acc.last_certificate.bound == "deterministic_domination"
     config = CertifyConfig(sampler, 1.0, 10, (1.0,), methods=("naive",), samples=1000)
     with pytest.raises(ValueError, match="sampler"):
         calibrate_sigma(config, 1.0, 1e-3)

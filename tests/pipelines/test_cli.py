@@ -132,12 +132,12 @@ def test_table_format_shows_rows_and_baselines(capsys):
     assert cli.main(["certify", *TINY]) == 0
     captured = capsys.readouterr()
     lines = captured.out.splitlines()
-    assert lines[0].split()[:4] == ["sampler", "method", "direction", "epsilon"]
+    assert lines[0].split()[:7] == ["sampler", "sigma", "steps", "epochs", "method", "direction", "epsilon"]
     body = lines[2:]
-    methods = {line.split()[1] for line in body}
+    methods = {line.split()[4] for line in body}
     assert {"importance", "exact", "pld_upper", "pld_lower", "cube_lower_bound"} <= methods
     assert len(body) == 6 * 2  # the 'both' rows: importance, exact and 4 baselines, at 2 epsilons
-    assert {line.split()[2] for line in body} == {"both"}
+    assert {line.split()[5] for line in body} == {"both"}
     assert "per-direction rows not shown" in captured.err
     assert "epscert: sampling" not in captured.err  # --no-progress
 
@@ -145,7 +145,7 @@ def test_table_format_shows_rows_and_baselines(capsys):
 def test_table_shows_every_row_of_a_single_direction(capsys):
     assert cli.main(["certify", *TINY, "--direction", "remove", "--no-baselines"]) == 0
     body = capsys.readouterr().out.splitlines()[2:]
-    assert len(body) == 2 and {line.split()[2] for line in body} == {"remove"}
+    assert len(body) == 2 and {line.split()[5] for line in body} == {"remove"}
 
 
 def test_progress_line_on_stderr(capsys):

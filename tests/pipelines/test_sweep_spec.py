@@ -132,3 +132,12 @@ def test_malformed_files_are_refused(tmp_path, name, text, needle):
 def test_missing_file_is_refused(tmp_path):
     with pytest.raises(SpecError, match="cannot read sweep spec"):
         spec_mod.load(str(tmp_path / "nope.yaml"))
+
+
+def test_method_auto_picks_the_certified_analytic_methods():
+    # issue 17: Poisson gets PLD (and RDP), deterministic its exact curve, never Monte Carlo
+    configs = {c.sampler: c for c in expand(dict(BASE, sampler=["poisson", "deterministic", "balls_and_bins"],
+                                                 method="auto"))}
+    assert configs[Sampler.POISSON].resolved == (Method.PLD_UPPER, Method.RDP_UPPER)
+    assert configs[Sampler.DETERMINISTIC].resolved == (Method.EXACT,)
+    assert all(m.is_monte_carlo for m in configs[Sampler.BALLS_AND_BINS].resolved)

@@ -1,0 +1,254 @@
+"""The tightest certified answer for a sampler: which methods certify it, and the best of them.
+
+:func:`certified_methods` lists, per sampler, the methods whose value is a valid upper bound on
+that sampler's δ(ε) (or ε(δ)), in the order they are evaluated. :func:`best_certificate`
+evaluates them and returns the smallest value with the method that gave it. Every entry point
+that answers "what is my ε" (``epscert epsilon``, ``Accountant.get_epsilon/get_delta`` with
+``method='auto'``, sweeps with ``method: auto``) goes through these two functions, so a new
+certified method is one line in :data:`CANDIDATES`.
+
+Candidates today:
+
+- poisson: ``pld_upper`` (dp_accounting's pessimistic PLD), ``rdp_upper`` (δ(ε) only: RDP gives
+  no ε(δ) curve here, and PLD is the tighter of the two in every case we know of).
+- deterministic: ``exact``.
+- balls_and_bins: the deterministic PLD bracket's upper side ``pld_upper`` (:mod:`epscert.allocation`,
+  for σ >= 0.3, T <= 10^6, E <= 1000), Monte Carlo (``auto``, resolved by
+  :class:`~epscert.params.CertifyConfig`), then ``exact`` through domination (below). Monte Carlo is
+  skipped for ε(δ) when its sample count cannot reach δ at all (the floor below), with a note.
+- shuffle, shuffle_persistent: ``exact`` through domination only. Their Monte Carlo pair is tight
+  only under a conjecture, so it certifies nothing.
+
+Domination by deterministic batches. With Balls-and-Bins or shuffling, the batch assignment is
+drawn independently of the data, and given the assignment every record sits in exactly one
+batch per epoch. Conditioned on the assignment, the run is a deterministic-batch run, whose
+privacy curve is at most δ_D(σ, E) (E adaptive Gaussian participations of sensitivity 1). The
+hockey-stick divergence is jointly convex, so the mixture over assignments (the same law under
+both neighbouring datasets) has δ(ε) <= δ_D(ε) for every ε, in both directions. Hence ``exact``
+of the deterministic sampler at the same (σ, E) is a certified upper bound (``guarantee``
+``upper_bound``, ``bound`` ``deterministic_domination``). Poisson is not dominated (a record
+may join many batches). Truncated batches are left out of this argument (no candidate).
+
+Why Monte Carlo can give no finite answer. The estimators with values in [0, 1] (``naive``,
+``order_stats``) have, when the sample mean is 0, the KL–Chernoff UCB 1 - β'^{1/m} (the p with
+m·kl(0‖p) = -m·log(1 - p) = log(1/β'), SPEC §3), and the UCB only grows with the mean. So
+UCB <= δ needs 1 - β'^{1/m} <= δ, that is at least
+
+    m >= log(1/β') / (-log(1 - δ))  ≈  log(1/β') / δ   samples per direction,
+
+with β' = β/2 for ``direction='both'`` (each direction runs at β/2). Importance sampling with
+scale s (values in [0, s]) needs s times that. :func:`samples_needed` returns this floor
+(rounded up, so the stated count is never below the true floor); the time estimate scales the
+measured seconds of the run that failed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from typing import Mapping
+
+from epscert.inverse.epsilon_at_delta import analytic_epsilon_rows, check_deltas, mc_epsilon_rows
+from epscert.params import (BRACKET_MAX_EPOCHS, BRACKET_MAX_STEPS, BRACKET_MIN_SIGMA, SUPPORTED_METHODS,
+                            CertifyConfig, Method, Sampler, check_float)
+from epscert.progress import Callback, ProgressMeter
+from epscert.results.rows import analytic_rows
+from epscert.results.tables import certify_config
+
+#: Per sampler, the methods whose values certify an upper bound, in evaluation order.
+#: ``Method.AUTO`` stands for the configuration's Monte Carlo method; ``Method.EXACT`` on a sampler
+#: other than ``deterministic`` stands for the deterministic curve by domination (module docstring).
+CANDIDATES: Mapping[Sampler, tuple[Method, ...]] = {
+    Sampler.POISSON: (Method.PLD_UPPER, Method.RDP_UPPER),
+    Sampler.DETERMINISTIC: (Method.EXACT,),
+    Sampler.BALLS_AND_BINS: (Method.PLD_UPPER, Method.AUTO, Method.EXACT),
+    Sampler.SHUFFLE: (Method.EXACT,),
+    Sampler.SHUFFLE_PERSISTENT: (Method.EXACT,),
+}
+DOMINATION_BOUND = "deterministic_domination"
+#: Methods that give an ε(δ) curve (RDP gives δ at a grid of ε only).
+EPSILON_METHODS = frozenset({Method.AUTO, Method.EXACT, Method.PLD_UPPER})
+
+
+def certified_methods(sampler: Sampler | str) -> tuple[Method, ...]:
+    """The candidate methods of ``sampler``, in evaluation order (see :data:`CANDIDATES`)."""
+    try:
+        key = Sampler(sampler)
+    except ValueError:
+        raise ValueError(f"sampler must be one of {', '.join(s.value for s in Sampler)}, "
+                         f"got sampler={sampler!r}") from None
+    return CANDIDATES[key]
+
+
+def auto_methods(sampler: Sampler | str) -> tuple[Method, ...]:
+    """What ``method: auto`` runs in a sweep: the candidates that are methods of ``sampler`` itself.
+
+    Domination needs the deterministic sampler's own configuration (a sweep adds it with
+    ``baselines: true``); a sampler with no such candidate keeps Monte Carlo ``auto``.
+    """
+    candidates = certified_methods(sampler)
+    key = Sampler(sampler)
+    # the Balls-and-Bins bracket has a range of σ, T, E that a sweep grid may leave: a sweep asks
+    # for it by name (pld_upper, pld_lower); auto keeps Monte Carlo
+    own = tuple(m for m in candidates if m in SUPPORTED_METHODS[key]
+                and not (key is Sampler.BALLS_AND_BINS and m is Method.PLD_UPPER))
+    return own or (Method.AUTO,)
+
+
+def samples_needed(delta: float, error_prob: float, directions: int = 2) -> int:
+    """Fewest samples per direction for which a [0, 1]-valued KL–Chernoff UCB can reach ``delta``.
+
+    m >= log(1/β') / (-log(1 - δ)) with β' = error_prob / directions (module docstring);
+    rounded up, so the count returned is never below the floor.
+    """
+    delta = check_float("delta", delta, low=0.0, low_open=True, high=1.0)
+    beta = check_float("error_prob", error_prob, low=0.0, low_open=True, high=1.0) / directions
+    return math.ceil(math.log(1.0 / beta) / -math.log1p(-delta))
+
+
+@dataclasses.dataclass(frozen=True)
+class Certificate:
+    """The tightest certified upper bound found, which candidate gave it, and why others did not.
+
+    ``value`` is ε(δ) (``quantity='epsilon'``) or δ(ε) (``quantity='delta'``); it holds with
+    probability >= 1 - ``error_prob`` when a Monte Carlo candidate gave it (``error_prob`` None:
+    a deterministic bound). ``notes`` say, for each candidate that gave nothing finite, why, and
+    what a finite answer needs. ``rows`` are every candidate's rows.
+    """
+
+    quantity: str
+    target: float
+    sampler: str
+    value: float
+    method: str | None
+    bound: str | None
+    guarantee: str | None
+    error_prob: float | None
+    notes: tuple[str, ...]
+    rows: tuple[dict, ...]
+    samples_needed: int | None = None
+    seconds_needed: float | None = None
+
+    @property
+    def finite(self) -> bool:
+        return math.isfinite(self.value)
+
+    def summary(self) -> str:
+        """One line: the value, its method and guarantee, or why there is none."""
+        name = "ε" if self.quantity == "epsilon" else "δ"
+        at = f"δ={self.target:g}" if self.quantity == "epsilon" else f"ε={self.target:g}"
+        if not self.finite:
+            return (f"{name}({at}) for {self.sampler}: no finite certificate. " + " ".join(self.notes)).strip()
+        beta = f", β={self.error_prob:g}" if self.error_prob is not None else ""
+        return (f"{name}({at}) <= {self.value:.6g} for {self.sampler} "
+                f"(method {self.method}, {self.guarantee}, bound {self.bound}{beta})")
+
+
+def _candidate_config(config: CertifyConfig, method: Method) -> CertifyConfig | None:
+    """The configuration a candidate runs on (None: it does not apply to this configuration)."""
+    if method is Method.PLD_UPPER and config.sampler is Sampler.BALLS_AND_BINS and not (
+            config.sigma >= BRACKET_MIN_SIGMA and config.steps <= BRACKET_MAX_STEPS
+            and config.epochs <= BRACKET_MAX_EPOCHS):
+        return None  # outside the bracket's range
+    if method is Method.AUTO:
+        mc = [m for m in config.resolved if m.is_monte_carlo]
+        return dataclasses.replace(config, methods=(mc[0],)) if mc else None
+    if method is Method.EXACT and config.sampler is not Sampler.DETERMINISTIC:
+        if config.truncated:
+            return None
+        return dataclasses.replace(config, sampler=Sampler.DETERMINISTIC, methods=(Method.EXACT,),
+                                   orders=None, dataset_size=None, max_batch_size=None)
+    return dataclasses.replace(config, methods=(method,), orders=None)
+
+
+def _relabel(rows: list[dict], config: CertifyConfig, dominated: bool) -> list[dict]:
+    if not dominated:
+        return rows
+    return [dict(r, sampler=config.sampler.value, guarantee="upper_bound", bound=DOMINATION_BOUND) for r in rows]
+
+
+def _mc_note(config: CertifyConfig, method: Method, delta: float, wall: float) -> tuple[str, int, float]:
+    directions = len(config.direction.parts())
+    need = samples_needed(delta, config.error_prob, directions)
+    seconds = wall * need / config.samples
+    rate = directions * config.samples / wall if wall > 0 else math.inf
+    scale = " (importance sampling with scale s needs s times that)" if method.uses_importance else ""
+    note = (f"Monte Carlo ({method.value}, {config.samples} samples per direction, β={config.error_prob:g}) "
+            f"cannot certify δ={delta:g}: its upper confidence bound never falls below "
+            f"log(1/β')/m ≈ {math.log(directions / config.error_prob) / config.samples:.3g}. A finite answer needs "
+            f"at least m >= log(1/β')/δ ≈ {need} samples per direction{scale}, about {seconds:.3g} s of one core "
+            f"at the measured {rate:.3g} samples/s.")
+    return note, need, seconds
+
+
+def best_certificate(config: CertifyConfig, *, delta: float | None = None, epsilon: float | None = None,
+                     progress: Callback | None = None) -> Certificate:
+    """The smallest certified upper bound on ε(``delta``) or δ(``epsilon``) over the candidates.
+
+    Exactly one of ``delta`` and ``epsilon``. ``config`` gives the sampler, (σ, T, E), the Monte
+    Carlo method, samples, β, seed, direction and truncation; its ε grid and methods are ignored
+    except for the Monte Carlo method ``auto`` resolves to. Taking the minimum is valid: each
+    candidate is an upper bound (Monte Carlo at level β, the others always), so the minimum is
+    one too, at level β. ``progress`` receives the Monte Carlo sampling's updates.
+    """
+    if (delta is None) == (epsilon is None):
+        raise ValueError(f"give exactly one of delta and epsilon, got delta={delta!r}, epsilon={epsilon!r}")
+    if delta is not None:
+        target = check_deltas([delta])[0]
+    else:
+        target = check_float("epsilon", epsilon, low=0.0, low_open=False)
+    quantity = "epsilon" if delta is not None else "delta"
+    direction = config.direction.value
+    best: dict | None = None
+    rows: list[dict] = []
+    notes: list[str] = []
+    need = seconds = None
+    for method in certified_methods(config.sampler):
+        if quantity == "epsilon" and method not in EPSILON_METHODS:
+            continue
+        cfg = _candidate_config(config, method)
+        if cfg is None:
+            continue
+        run_method = cfg.resolved[0]
+        dominated = cfg.sampler is not config.sampler
+        if (quantity == "epsilon" and run_method.is_monte_carlo and not run_method.uses_importance
+                and cfg.samples < samples_needed(target, cfg.error_prob, len(cfg.direction.parts()))):
+            need = samples_needed(target, cfg.error_prob, len(cfg.direction.parts()))
+            notes.append(f"Monte Carlo ({run_method.value}) was not run: {cfg.samples} samples per direction "
+                         f"cannot certify δ={target:g} (a finite answer needs at least {need}).")
+            continue
+        start = time.perf_counter()
+        if quantity == "epsilon":
+            if run_method.is_monte_carlo:
+                new = mc_epsilon_rows(cfg, run_method, [target], progress=progress)
+            else:
+                new = analytic_epsilon_rows(cfg, run_method, [target])
+            column = "epsilon_upper"
+        else:
+            one = dataclasses.replace(cfg, epsilons=(target,))
+            meter = ProgressMeter(progress, len(one.direction.parts()) * one.samples, "sampling")
+            new = (certify_config(one, meter.add).to_pylist() if run_method.is_monte_carlo
+                   else analytic_rows(one, run_method))
+            column = "delta_upper"
+        wall = time.perf_counter() - start
+        new = _relabel(new, config, dominated)
+        rows.extend(new)
+        mine = [r for r in new if r["direction"] in (direction, "both") and r[column] is not None]
+        value = max((r[column] for r in mine), default=math.inf)
+        if run_method.is_monte_carlo and quantity == "epsilon" and not math.isfinite(value):
+            note, need, seconds = _mc_note(cfg, run_method, target, wall)
+            notes.append(note)
+        if mine and math.isfinite(value) and (best is None or value < best["value"]):
+            row = max(mine, key=lambda r: r[column])
+            best = {"value": value, "row": row}
+    if best is None:
+        if not any(_candidate_config(config, m) for m in certified_methods(config.sampler)):
+            notes.append(f"no method certifies an upper bound for sampler={config.sampler.value!r} with these "
+                         "settings (truncated batches have no deterministic domination)")
+        return Certificate(quantity, target, config.sampler.value, math.inf, None, None, None, None,
+                           tuple(notes), tuple(rows), need, seconds)
+    row = best["row"]
+    beta = row["error_prob"] if row["method"] in {m.value for m in Method if m.is_monte_carlo} else None
+    return Certificate(quantity, target, config.sampler.value, best["value"], row["method"], row["bound"],
+                       row["guarantee"], beta, tuple(notes), tuple(rows), need, seconds)

@@ -1,0 +1,130 @@
+"""``epscert epsilon``: the certified ε of a training run, in the user's terms, in one line.
+
+    epscert epsilon --dataset-size 60000 --batch-size 256 --epochs 10 --noise-multiplier 1.0 --delta 1e-5
+
+The first line is the tightest certified ε for the sampler asked for (default Balls-and-Bins),
+with the method that gave it, its guarantee and β (:func:`epscert.inverse.best.best_certificate`).
+The next line gives, for context, the Poisson ε (PLD upper bound), the shuffle and
+Balls-and-Bins lower bounds and the deterministic ε (exact). Where nothing finite is certified
+it says why and how many samples (and about how long) a finite answer needs. Computed in
+process; progress lines go to stderr.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from typing import Sequence
+
+from epscert.inverse.best import best_certificate
+from epscert.inverse.epsilon_at_delta import analytic_epsilon_rows, check_deltas
+from epscert.params import CertifyConfig, Direction, Method, Sampler, steps_per_epoch
+from epscert.progress import print_to_stderr
+from pipelines.options import ArgumentParser, UsageError, parse_floats, parse_int, report_usage_error
+
+PROG = "epscert epsilon"
+#: Context printed beside the answer: (key, label, sampler, method).
+CONTEXT = (
+    ("poisson_pld_upper", "Poisson ε <= {} (PLD upper bound)", Sampler.POISSON, Method.PLD_UPPER),
+    ("shuffle_lower_bound", "shuffle ε >= {} (lower bound)", Sampler.SHUFFLE, Method.CUBE_LOWER_BOUND),
+    ("balls_and_bins_lower_bound", "Balls-and-Bins ε >= {} (lower bound)", Sampler.BALLS_AND_BINS,
+     Method.CUBE_LOWER_BOUND),
+    ("deterministic_exact", "deterministic ε = {} (exact)", Sampler.DETERMINISTIC, Method.EXACT),
+)
+
+
+def build_parser(prog: str = PROG) -> ArgumentParser:
+    parser = ArgumentParser(prog=prog, description="Certified epsilon(delta) of one DP-SGD training run, with "
+                            "the Poisson, shuffle and deterministic epsilon for context.")
+    add = parser.add_argument
+    add("--noise-multiplier", "--noise_multiplier", "--sigma", dest="sigma", required=True,
+        help="noise multiplier sigma > 0")
+    add("--delta", required=True, help="target delta in (0, 1)")
+    add("--dataset-size", "--dataset_size", default=None, help="dataset size n (with --batch-size)")
+    add("--batch-size", "--batch_size", default=None, help="batch size b: steps per epoch = n // b")
+    add("--steps", default=None, help="steps T per epoch (instead of --dataset-size and --batch-size)")
+    add("--epochs", default="1", help="epochs E (default: %(default)s)")
+    add("--sampler", default=Sampler.BALLS_AND_BINS.value,
+        help=f"batch sampler: {', '.join(s.value for s in Sampler)} (default: %(default)s)")
+    add("--samples", default="100000", help="Monte Carlo samples per direction (default: %(default)s)")
+    add("--error-prob", "--error_prob", default="0.01", help="failure probability beta (default: %(default)s)")
+    add("--seed", default="0", help="root seed (default: %(default)s)")
+    add("--direction", default=Direction.BOTH.value, help="remove, add or both (default: %(default)s)")
+    add("--no-context", "--no_context", action="store_true", help="skip the Poisson/shuffle/deterministic line")
+    add("--no-progress", "--no_progress", action="store_true", help="no progress lines on stderr")
+    add("--format", default="table", choices=("table", "json"), help="stdout format (default: %(default)s)")
+    return parser
+
+
+def steps_of(args) -> int:
+    """--steps, or --dataset-size // --batch-size (one or the other)."""
+    if args.batch_size is not None or args.dataset_size is not None:
+        if args.steps is not None:
+            raise UsageError(f"give either --steps or --dataset-size and --batch-size, not both, got "
+                             f"steps={args.steps}, batch_size={args.batch_size}")
+        if args.batch_size is None or args.dataset_size is None:
+            raise UsageError(f"--dataset-size and --batch-size go together (steps = dataset_size // batch_size), "
+                             f"got dataset_size={args.dataset_size}, batch_size={args.batch_size}")
+        return steps_per_epoch(parse_int("dataset_size", args.dataset_size, 1),
+                               parse_int("batch_size", args.batch_size, 1))
+    if args.steps is None:
+        raise UsageError("give --steps, or --dataset-size and --batch-size")
+    return parse_int("steps", args.steps, 1)
+
+
+def context_epsilons(config: CertifyConfig, delta: float) -> dict[str, float]:
+    """ε(δ) of the context baselines at the configuration's (σ, T, E)."""
+    out = {}
+    for key, _, sampler, method in CONTEXT:
+        base = CertifyConfig(sampler=sampler, sigma=config.sigma, steps=config.steps, epochs=config.epochs,
+                             epsilons=(1.0,), methods=(method,), direction=config.direction)
+        (row,) = analytic_epsilon_rows(base, method, [delta])
+        out[key] = row["epsilon_upper"] if row["epsilon_upper"] is not None else row["epsilon_lower"]
+    return out
+
+
+def _num(value: float) -> str:
+    return f"{value:.4g}" if math.isfinite(value) else str(value)
+
+
+def _json(value):
+    return str(value) if isinstance(value, float) and not math.isfinite(value) else value
+
+
+def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
+    parser = build_parser(prog)
+    try:
+        args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+        delta = check_deltas(parse_floats("delta", args.delta))[0]
+        config = CertifyConfig(
+            sampler=args.sampler, sigma=args.sigma, steps=steps_of(args),
+            epochs=parse_int("epochs", args.epochs, 1), epsilons=(1.0,),
+            samples=parse_int("samples", args.samples, 1), error_prob=args.error_prob,
+            seed=parse_int("seed", args.seed), direction=args.direction,
+        )
+        cert = best_certificate(config, delta=delta, progress=None if args.no_progress else print_to_stderr)
+        context = {} if args.no_context else context_epsilons(config, delta)
+    except (UsageError, ValueError) as err:
+        return report_usage_error(prog, err if isinstance(err, UsageError) else UsageError(str(err)))
+    if args.format == "json":
+        out = {"sampler": config.sampler.value, "noise_multiplier": config.sigma, "steps": config.steps,
+               "epochs": config.epochs, "dataset_size": None if args.dataset_size is None else int(args.dataset_size),
+               "batch_size": None if args.batch_size is None else int(args.batch_size), "delta": delta,
+               "epsilon": _json(cert.value), "certified": cert.finite, "method": cert.method, "bound": cert.bound,
+               "guarantee": cert.guarantee, "error_prob": cert.error_prob, "notes": list(cert.notes),
+               "samples_needed": cert.samples_needed, "seconds_needed": cert.seconds_needed,
+               "context": {k: _json(v) for k, v in context.items()}}
+        print(json.dumps(out, allow_nan=False))
+    else:
+        print(cert.summary())
+        if context:
+            print("context: " + "; ".join(label.format(_num(context[key])) for key, label, _, _ in CONTEXT))
+        if cert.finite:
+            for note in cert.notes:
+                print(f"note: {note}")
+    return 0 if cert.finite else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(prog="python -m pipelines.epsilon"))
