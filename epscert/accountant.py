@@ -19,7 +19,7 @@ import pyarrow as pa
 from epscert.results.tables import certify_config
 from epscert.inverse.calibrate import Calibration, calibrate_sigma, check_certifiable
 from epscert.inverse.epsilon_at_delta import mc_epsilon_rows, analytic_epsilon_rows, check_deltas
-from epscert.params import CertifyConfig, Method
+from epscert.params import DEFAULT_ERROR_PROB, DEFAULT_SAMPLES, CertifyConfig, Method
 from epscert.schema import to_table
 
 #: Methods whose value is an upper bound usable as a certificate.
@@ -30,8 +30,8 @@ class Accountant:
     """Certified privacy accounting for one training run's batch sampler."""
 
     def __init__(self, noise_multiplier: float, steps: int, epochs: int = 1,
-                 sampler: str = "balls_and_bins", method: str = "auto", samples: int = 100_000,
-                 error_prob: float = 0.01, seed: int = 0, direction: str = "both",
+                 sampler: str = "balls_and_bins", method: str = "auto", samples: int = DEFAULT_SAMPLES,
+                 error_prob: float = DEFAULT_ERROR_PROB, seed: int = 0, direction: str = "both",
                  orders: str | None = None, dataset_size: int | None = None,
                  max_batch_size: int | None = None) -> None:
         self.config = CertifyConfig(
@@ -67,8 +67,8 @@ class Accountant:
 
     @staticmethod
     def calibrate(target_epsilon: float, target_delta: float, steps: int, epochs: int = 1,
-                  sampler: str = "balls_and_bins", method: str = "auto", samples: int = 100_000,
-                  error_prob: float = 0.01, seed: int = 0, **kwargs) -> Calibration:
+                  sampler: str = "balls_and_bins", method: str = "auto", samples: int = DEFAULT_SAMPLES,
+                  error_prob: float = DEFAULT_ERROR_PROB, seed: int = 0, **kwargs) -> Calibration:
         """Smallest noise multiplier whose certified ε(target_delta) <= target_epsilon.
 
         The returned :class:`~epscert.inverse.calibrate.Calibration` holds the σ, the fresh-seed

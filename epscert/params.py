@@ -30,6 +30,10 @@ MAX_STEPS = 10**12
 MIN_SIGMA = 1e-100
 #: Default PLD discretization for dp_accounting baselines.
 DEFAULT_PLD_DISCRETIZATION = 1e-4
+#: Monte Carlo samples per direction and failure probability beta when none are given: the one source of
+#: these defaults for the API (certify, Accountant, Accountant.calibrate) and every CLI command.
+DEFAULT_SAMPLES = 100_000
+DEFAULT_ERROR_PROB = 0.01
 
 
 class Direction(str, enum.Enum):
@@ -224,8 +228,8 @@ class CertifyConfig:
     epsilons: tuple[float, ...]
     methods: tuple[Method, ...] = (Method.AUTO,)
     epochs: int = 1
-    samples: int = 100_000
-    error_prob: float = 0.01
+    samples: int = DEFAULT_SAMPLES
+    error_prob: float = DEFAULT_ERROR_PROB
     seed: int = 0
     direction: Direction = Direction.BOTH
     orders: str | Sequence[int] | None = None

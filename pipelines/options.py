@@ -9,7 +9,6 @@ the Prism runner).
 from __future__ import annotations
 
 import argparse
-import difflib
 import os
 import sys
 import tempfile
@@ -20,6 +19,7 @@ import apache_beam as beam
 from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, StandardOptions
 from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 
+from pipelines.flags import FlagError, check_leftovers
 from transforms.sinks import is_local
 
 #: Runners epscert refuses, with the reason.
@@ -88,19 +88,12 @@ def parse_floats(name: str, text: str) -> tuple[float, ...]:
     return values
 
 
-def check_unknown_flags(pipeline_args: Sequence[str], own_flags: Sequence[str]) -> None:
-    """Refuse a flag that neither Beam nor epscert knows but that looks like a misspelt epscert flag.
-
-    Other unknown flags go to Beam unchanged (it warns about the ones it cannot parse).
-    """
-    options = PipelineOptions(list(pipeline_args))
-    known = set(options.get_all_options(display_warnings=False))
-    unknown = set(options.get_all_options(retain_unknown_options=True, display_warnings=False)) - known
-    for name in sorted(unknown):
-        flag = "--" + name
-        close = difflib.get_close_matches(flag, own_flags, n=1)
-        if close:
-            raise UsageError(f"unknown flag {flag}; did you mean {close[0]}?")
+def check_unknown_flags(pipeline_args: Sequence[str], own_flags: Sequence[str], command: str = "certify") -> None:
+    """Refuse every leftover flag that Beam does not define (see :mod:`pipelines.flags`), with a hint."""
+    try:
+        check_leftovers(pipeline_args, command, own_flags)
+    except FlagError as err:
+        raise UsageError(str(err)) from None
 
 
 def choose_runner(pipeline_args: Sequence[str]) -> RunnerChoice:

@@ -98,7 +98,7 @@ def prepare(argv: Sequence[str] | None = None, prog: str = PROG) -> SweepJob:
     """Parse flags and the spec, validate every configuration, check DIR; UsageError on bad input."""
     parser = build_parser(prog)
     args, pipeline_args = parser.parse_known_args(list(sys.argv[1:] if argv is None else argv))
-    check_unknown_flags(pipeline_args, parser.long_flags())
+    check_unknown_flags(pipeline_args, parser.long_flags(), "sweep")
     if (args.spec is None) == (args.spec_flag is None):
         raise UsageError("give the sweep spec once, as SPEC or as --spec, got "
                          f"SPEC={args.spec!r}, --spec={args.spec_flag!r}")
