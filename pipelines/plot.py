@@ -18,13 +18,17 @@ from typing import Sequence
 
 import pyarrow.parquet as pq
 
-from pipelines.options import ArgumentParser, check_writable_file
+from pipelines.options import ArgumentParser, UsageError, check_writable_file
 
 MC_METHODS = ("naive", "importance", "order_stats", "importance_order_stats")
 
 
 def _pyplot():
-    import matplotlib
+    try:
+        import matplotlib
+    except ImportError:
+        raise UsageError("epscert plot needs matplotlib, which is not installed: "
+                         "pip install 'epscert[plot]' (the plot extra)") from None
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
