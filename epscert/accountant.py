@@ -19,11 +19,12 @@ import pyarrow as pa
 from epscert.results.tables import certify_config
 from epscert.inverse.calibrate import Calibration, calibrate_sigma, check_certifiable
 from epscert.inverse.epsilon_at_delta import mc_epsilon_rows, analytic_epsilon_rows, check_deltas
-from epscert.params import DEFAULT_ERROR_PROB, DEFAULT_SAMPLES, CertifyConfig, Method
+from epscert.params import DEFAULT_ERROR_PROB, DEFAULT_SAMPLES, MAX_EPSILON, CertifyConfig, Method, check_float
 from epscert.schema import to_table
 
-#: Methods whose value is an upper bound usable as a certificate.
-_UPPER_ANALYTIC = (Method.EXACT, Method.PLD_UPPER, Method.RDP_UPPER)
+#: Analytic methods whose value is an upper bound usable as a certificate for both questions,
+#: δ(ε) and ε(δ) (rdp_upper has no ε(δ) here: pld_upper answers both, and tighter).
+_UPPER_ANALYTIC = (Method.EXACT, Method.PLD_UPPER)
 
 
 class Accountant:
@@ -42,7 +43,7 @@ class Accountant:
         self.method = self.config.resolved[0]
         check_certifiable(self.config, self.method)
         if not self.method.is_monte_carlo and self.method not in _UPPER_ANALYTIC:
-            raise ValueError(f"method must give an upper bound (Monte Carlo, exact, pld_upper or rdp_upper), "
+            raise ValueError(f"method must give an upper bound on both δ(ε) and ε(δ) (Monte Carlo, exact or pld_upper), "
                              f"got method={method!r}")
         self.last_table: pa.Table | None = None
 
@@ -74,6 +75,8 @@ class Accountant:
         The returned :class:`~epscert.inverse.calibrate.Calibration` holds the σ, the fresh-seed
         certificate and the Poisson σ for the same target.
         """
+        target_epsilon = check_float("target_epsilon", target_epsilon, low=0.0, low_open=False, high=MAX_EPSILON,
+                                     high_open=False)
         config = CertifyConfig(sampler=sampler, sigma=1.0, steps=steps, epochs=epochs, epsilons=(target_epsilon,),
                                methods=(method,), samples=samples, error_prob=error_prob, seed=seed, **kwargs)
         return calibrate_sigma(config, target_epsilon, target_delta)

@@ -12,7 +12,7 @@ import json
 import math
 import reprlib
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
+from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -28,6 +28,11 @@ MAX_TOTAL_COORDINATES = 10**16
 MAX_STEPS = 10**12
 #: Smallest σ accepted (1/σ² must stay finite in float64).
 MIN_SIGMA = 1e-100
+#: Largest σ accepted: 1/σ² must stay a normal double (σ = 1e200 overflowed in the samplers).
+MAX_SIGMA = 1e100
+#: Largest ε accepted anywhere (grids, targets): e^ε must stay finite in double precision
+#: (e^709 is the last), with room for the sums that carry it; past it formulas gave NaN or 1/0.
+MAX_EPSILON = 500.0
 #: Default PLD discretization for dp_accounting baselines.
 DEFAULT_PLD_DISCRETIZATION = 1e-4
 #: Monte Carlo samples per direction and failure probability beta when none are given: the one source of
@@ -125,6 +130,8 @@ def _enum(kind: type[enum.Enum], name: str, value: object) -> enum.Enum:
 
 def check_int(name: str, value: object, minimum: int) -> int:
     """An integer >= minimum; integral floats are accepted, fractions and bools are not."""
+    if isinstance(value, np.ndarray) and value.ndim == 0:
+        value = value.item()
     if isinstance(value, bool):
         raise ValueError(f"{name} must be an integer >= {minimum}, got {name}={show(value)}")
     if isinstance(value, (int, np.integer)):
@@ -140,7 +147,15 @@ def check_int(name: str, value: object, minimum: int) -> int:
 
 def check_float(name: str, value: object, *, low: float, low_open: bool,
                 high: float = math.inf, high_open: bool = True) -> float:
-    """A finite float in the given interval, else ValueError naming the field."""
+    """A finite float in the given interval, else ValueError naming the field.
+
+    Text must be ASCII: Python's float() also reads full-width and other Unicode digits, which
+    a user never means to type as a number.
+    """
+    if isinstance(value, str) and not value.isascii():
+        raise ValueError(f"{name} must be a number written in ASCII digits, got {name}={show(value)}")
+    if isinstance(value, np.ndarray) and value.ndim == 0:
+        value = value.item()
     try:
         out = float(value)  # type: ignore[arg-type]
     except (TypeError, ValueError, OverflowError):
@@ -244,7 +259,8 @@ class CertifyConfig:
         set_ = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731 (frozen dataclass)
         set_("sampler", _enum(Sampler, "sampler", self.sampler))
         set_("direction", _enum(Direction, "direction", self.direction))
-        set_("sigma", check_float("sigma", self.sigma, low=MIN_SIGMA, low_open=False))
+        set_("sigma", check_float("sigma", self.sigma, low=MIN_SIGMA, low_open=False, high=MAX_SIGMA,
+                                  high_open=False))
         set_("steps", check_int("steps", self.steps, 1))
         if self.steps > MAX_STEPS:
             raise ValueError(f"steps must be <= {MAX_STEPS}, got steps={show(self.steps)}")
@@ -281,11 +297,14 @@ class CertifyConfig:
     # -- validation helpers -------------------------------------------------------------------
     @staticmethod
     def _check_epsilons(epsilons: object) -> tuple[float, ...]:
+        if isinstance(epsilons, np.ndarray) and epsilons.ndim == 0:
+            epsilons = (epsilons.item(),)
         if isinstance(epsilons, (int, float, np.number)) and not isinstance(epsilons, bool):
             epsilons = (epsilons,)
-        if isinstance(epsilons, str) or not isinstance(epsilons, Iterable):
+        if isinstance(epsilons, (str, Mapping)) or not isinstance(epsilons, Iterable):
             raise ValueError(f"epsilons must be a non-empty list of numbers, got epsilons={show(epsilons)}")
-        values = [check_float("epsilon", e, low=0.0, low_open=False) for e in epsilons]
+        values = [check_float("epsilon", e, low=0.0, low_open=False, high=MAX_EPSILON, high_open=False)
+                  for e in epsilons]
         if not values:
             raise ValueError("epsilons must be a non-empty list of numbers, got epsilons=[]")
         return tuple(sorted(set(values)))

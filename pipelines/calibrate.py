@@ -24,7 +24,9 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import GoogleCloudOptions
 
 from epscert.inverse.calibrate import calibrate_sigma
-from epscert.params import DEFAULT_ERROR_PROB, DEFAULT_SAMPLES, CertifyConfig, Direction, Method, Sampler
+from epscert.params import (
+    DEFAULT_ERROR_PROB, DEFAULT_SAMPLES, MAX_EPSILON, CertifyConfig, Direction, Method, Sampler, check_float,
+)
 from pipelines.certify import with_shards
 from pipelines.options import (
     ArgumentParser, RunnerChoice, UsageError, check_unknown_flags, check_writable_file, choose_runner, make_pipeline,
@@ -112,7 +114,8 @@ def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
         check_unknown_flags(pipeline_args, parser.long_flags(), "calibrate")
         choice = choose_runner(pipeline_args)
         temp_base(choice)  # remote runners: a shared --temp_location, checked before any work
-        eps_t = parse_floats("target_epsilon", args.target_epsilon)[0]
+        eps_t = check_float("target_epsilon", parse_floats("target_epsilon", args.target_epsilon)[0], low=0.0,
+                            low_open=False, high=MAX_EPSILON, high_open=False)
         delta_t = parse_floats("delta", args.delta)[0]
         config = CertifyConfig(
             sampler=args.sampler, sigma=1.0, steps=parse_int("steps", args.steps, 1),

@@ -32,6 +32,10 @@ LOCAL_RUNNERS = ("fnapirunner", "directrunner", "bundlebaseddirectrunner", "swit
                  "prismrunner", "portablerunner")
 
 
+#: Longest integer flag value read (Python refuses int() past 4300 digits; seeds stop at 39).
+MAX_FLAG_DIGITS = 100
+
+
 class UsageError(ValueError):
     """Bad input, found before launch: the CLI prints it on one line and exits with status 2."""
 
@@ -66,7 +70,10 @@ class RunnerChoice:
 
 
 def parse_int(name: str, text: str, minimum: int = 0) -> int:
-    """An integer flag value, else UsageError naming the field and the value."""
+    """An integer flag value in ASCII digits, else UsageError naming the field and the value."""
+    if not str(text).isascii() or len(str(text)) > MAX_FLAG_DIGITS:
+        raise UsageError(f"{name} must be an integer >= {minimum} written in at most {MAX_FLAG_DIGITS} ASCII "
+                         f"digits, got {name}={str(text)[:40]!r}{'...' if len(str(text)) > 40 else ''}")
     try:
         value = int(text)
     except (TypeError, ValueError):
@@ -77,7 +84,9 @@ def parse_int(name: str, text: str, minimum: int = 0) -> int:
 
 
 def parse_floats(name: str, text: str) -> tuple[float, ...]:
-    """Comma-separated numbers, e.g. '1,2,4,8'."""
+    """Comma-separated numbers in ASCII, e.g. '1,2,4,8' (float() would also read full-width digits)."""
+    if not text.isascii():
+        raise UsageError(f"{name} must be comma-separated numbers in ASCII digits, got {name}={text!r}")
     parts = [p.strip() for p in text.split(",") if p.strip()]
     try:
         values = tuple(float(p) for p in parts)

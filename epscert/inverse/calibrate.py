@@ -28,7 +28,7 @@ import pyarrow as pa
 from epscert.analytic.deterministic import deterministic_delta
 from epscert.analytic.poisson import composed_pld
 from epscert.results.tables import certify_config
-from epscert.params import CertifyConfig, Method, check_float
+from epscert.params import MAX_EPSILON, CertifyConfig, Method, check_float
 from epscert.montecarlo.samplers import loss_sampler
 from epscert.analytic.truncation import config_penalty
 
@@ -105,8 +105,12 @@ def calibrate_sigma(config: CertifyConfig, target_epsilon: float, target_delta: 
     configuration's table: in process by default, or a Beam job (``pipelines.calibrate``).
     """
     for method in config.resolved:
+        if not (method.is_monte_carlo or method in (Method.EXACT, Method.PLD_UPPER)):
+            raise ValueError(f"calibrate needs a method that certifies an upper bound (Monte Carlo, exact or "
+                             f"pld_upper), got method={method.value!r}")
         check_certifiable(config, method)
-    eps_t = check_float("target_epsilon", target_epsilon, low=0.0, low_open=False)
+    eps_t = check_float("target_epsilon", target_epsilon, low=0.0, low_open=False, high=MAX_EPSILON,
+                        high_open=False)
     delta_t = check_float("target_delta", target_delta, low=0.0, low_open=True, high=1.0)
     pen = config_penalty(config, eps_t)
     if pen >= delta_t:
