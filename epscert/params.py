@@ -33,6 +33,10 @@ MAX_SIGMA = 1e100
 #: Largest ε accepted anywhere (grids, targets): e^ε must stay finite in double precision
 #: (e^709 is the last), with room for the sums that carry it; past it formulas gave NaN or 1/0.
 MAX_EPSILON = 500.0
+#: Most ε values in one grid, and what each costs per block of samples (measured: a 10,001-value
+#: grid asked for a 2.44 GiB allocation, about 0.25 MiB per ε).
+MAX_EPSILONS = 1000
+EPSILON_BLOCK_BYTES = 2.44 * 2**30 / 10_001
 #: Default PLD discretization for dp_accounting baselines.
 DEFAULT_PLD_DISCRETIZATION = 1e-4
 #: Monte Carlo samples per direction and failure probability beta when none are given: the one source of
@@ -376,20 +380,39 @@ class CertifyConfig:
         return self.max_batch_size is not None
 
     def _check_memory(self) -> None:
+        """Refuse, before any sampling, a run whose per-sample arrays or total work exceed the caps.
+
+        The width is what the sampler really draws (epscert.montecarlo.samplers.loss_sampler):
+        deterministic is one Gaussian (one coordinate, E folded into σ), shuffle_persistent one
+        epoch of T coordinates (E folded into σ), the others T (or the order-statistic ranks) per epoch.
+        """
+        if len(self.epsilons) > MAX_EPSILONS:
+            raise ValueError(
+                f"epsilons has {len(self.epsilons)} values; every epsilon adds about "
+                f"{EPSILON_BLOCK_BYTES / 2**20:.2f} MiB to each block of samples (about "
+                f"{len(self.epsilons) * EPSILON_BLOCK_BYTES / 2**30:.2f} GiB here), limit {MAX_EPSILONS} values; "
+                "use a coarser grid, or epsilon at a delta (Accountant.get_epsilon, compare --deltas)")
         for m in self.resolved:
             if not m.is_monte_carlo:
                 continue
             width = len(self.ranks) if (m.uses_order_stats and self.ranks) else self.steps
-            per_sample = 8 * width * self.epochs * 4
+            epochs = self.epochs
+            if self.sampler is Sampler.DETERMINISTIC:
+                width, epochs = 1, 1
+            elif self.sampler is Sampler.SHUFFLE_PERSISTENT:
+                epochs = 1
+            per_sample = 8 * width * epochs * 4
             if per_sample > MAX_SAMPLE_BYTES:
+                way_out = "use method='order_stats'" if Method.ORDER_STATS in SUPPORTED_METHODS[self.sampler] \
+                    else "lower steps or epochs"
                 raise ValueError(
                     f"steps={self.steps} x epochs={self.epochs} needs {per_sample / 2**30:.1f} GiB per sample "
-                    f"with method={m.value!r} (limit {MAX_SAMPLE_BYTES / 2**30:.0f} GiB); use order_stats"
+                    f"with method={m.value!r} (limit {MAX_SAMPLE_BYTES / 2**30:.0f} GiB); {way_out}"
                 )
-            total = self.samples * width * self.epochs * len(self.direction.parts())
+            total = self.samples * width * epochs * len(self.direction.parts())
             if total > MAX_TOTAL_COORDINATES:
                 raise ValueError(
-                    f"samples={self.samples} x {width} coordinates x epochs={self.epochs} is {total:.2e} sampled "
+                    f"samples={self.samples} x {width} coordinates x epochs={epochs} is {total:.2e} sampled "
                     f"coordinates (limit {MAX_TOTAL_COORDINATES:.0e}, about 4 core-years); lower samples"
                 )
 
