@@ -10,6 +10,7 @@ import pytest
 import epscert
 from epscert import Accountant
 from pipelines import cli
+from pipelines.flags import beam_flags
 
 TINY = dict(steps=10, samples=100, method="naive")
 
@@ -109,10 +110,10 @@ def _check_fuzz(capsys, argv) -> None:
         assert len(captured.err.strip().splitlines()) == 1, (argv, captured.err)
         return
     assert code == 0, (argv, captured.err)
-    # accepted: every flag was one of certify's own (or an alias), none dropped
+    # accepted: every flag was one of certify's own (or an alias) or a flag Beam defines, none dropped
     own = {"--sigma", "--noise-multiplier", "--steps", "--epochs", "--epsilons", "--samples", "--seed",
            "--error-prob", "--dataset-size", "--no-baselines", "--no-progress"}
-    assert {a for a in argv[1:] if a.startswith("--")} <= own, argv
+    assert {a for a in argv[1:] if a.startswith("--")} <= own | beam_flags(), argv
 
 
 @pytest.mark.parametrize("argv", fuzz_argvs(17, 12))
