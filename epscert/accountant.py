@@ -27,12 +27,14 @@ from epscert.results.tables import certify_config
 from epscert.inverse.calibrate import Calibration, calibrate_sigma, check_certifiable
 from epscert.inverse.epsilon_at_delta import mc_epsilon_rows, analytic_epsilon_rows, check_deltas
 from epscert.inverse.best import Certificate, best_certificate
-from epscert.params import CertifyConfig, Method, steps_per_epoch
+from epscert.params import (DEFAULT_ERROR_PROB, DEFAULT_SAMPLES, MAX_EPSILON, CertifyConfig, Method, check_float,
+                            steps_per_epoch)
 from epscert.progress import Callback
 from epscert.schema import to_table
 
-#: Methods whose value is an upper bound usable as a certificate.
-_UPPER_ANALYTIC = (Method.EXACT, Method.PLD_UPPER, Method.RDP_UPPER)
+#: Analytic methods whose value is an upper bound usable as a certificate for both questions,
+#: δ(ε) and ε(δ) (rdp_upper has no ε(δ) here: pld_upper answers both, and tighter).
+_UPPER_ANALYTIC = (Method.EXACT, Method.PLD_UPPER)
 
 
 class NotCertifiedWarning(UserWarning):
@@ -51,7 +53,7 @@ def resolve_steps(steps: int | None, dataset_size: int | None, batch_size: int |
         return steps_per_epoch(dataset_size, batch_size)
     if steps is None:
         raise ValueError("give steps, or dataset_size and batch_size (steps = dataset_size // batch_size), "
-                         f"got steps=None, batch_size=None")
+                         "got steps=None, batch_size=None")
     return steps
 
 
@@ -65,8 +67,8 @@ class Accountant:
     """
 
     def __init__(self, noise_multiplier: float, steps: int | None = None, epochs: int = 1,
-                 sampler: str = "balls_and_bins", method: str = "auto", samples: int = 100_000,
-                 error_prob: float = 0.01, seed: int = 0, direction: str = "both",
+                 sampler: str = "balls_and_bins", method: str = "auto", samples: int = DEFAULT_SAMPLES,
+                 error_prob: float = DEFAULT_ERROR_PROB, seed: int = 0, direction: str = "both",
                  orders: str | None = None, dataset_size: int | None = None,
                  max_batch_size: int | None = None, batch_size: int | None = None,
                  progress: Callback | None = None) -> None:
@@ -82,7 +84,7 @@ class Accountant:
         if not self.auto:
             check_certifiable(self.config, self.method)
         if not self.auto and not self.method.is_monte_carlo and self.method not in _UPPER_ANALYTIC:
-            raise ValueError(f"method must give an upper bound (Monte Carlo, exact, pld_upper or rdp_upper), "
+            raise ValueError(f"method must give an upper bound on both δ(ε) and ε(δ) (Monte Carlo, exact or pld_upper), "
                              f"got method={method!r}")
         self.progress = progress
         self.last_table: pa.Table | None = None
@@ -126,14 +128,16 @@ class Accountant:
 
     @staticmethod
     def calibrate(target_epsilon: float, target_delta: float, steps: int, epochs: int = 1,
-                  sampler: str = "balls_and_bins", method: str = "auto", samples: int = 100_000,
-                  error_prob: float = 0.01, seed: int = 0, progress: Callback | None = None,
+                  sampler: str = "balls_and_bins", method: str = "auto", samples: int = DEFAULT_SAMPLES,
+                  error_prob: float = DEFAULT_ERROR_PROB, seed: int = 0, progress: Callback | None = None,
                   **kwargs) -> Calibration:
         """Smallest noise multiplier whose certified ε(target_delta) <= target_epsilon.
 
         The returned :class:`~epscert.inverse.calibrate.Calibration` holds the σ, the fresh-seed
         certificate and the Poisson σ for the same target.
         """
+        target_epsilon = check_float("target_epsilon", target_epsilon, low=0.0, low_open=False, high=MAX_EPSILON,
+                                     high_open=False)
         config = CertifyConfig(sampler=sampler, sigma=1.0, steps=steps, epochs=epochs, epsilons=(target_epsilon,),
                                methods=(method,), samples=samples, error_prob=error_prob, seed=seed, **kwargs)
         return calibrate_sigma(config, target_epsilon, target_delta, progress=progress)

@@ -10,7 +10,7 @@ from typing import Callable, Sequence
 
 import pyarrow as pa
 
-from epscert.params import CertifyConfig
+from epscert.params import DEFAULT_ERROR_PROB, DEFAULT_SAMPLES, CertifyConfig
 from epscert.results.tables import certify_config
 
 __all__ = ["certify", "certify_config"]
@@ -23,8 +23,8 @@ def certify(
     epochs: int = 1,
     epsilons: Sequence[float] = (1.0,),
     method: str | Sequence[str] = "auto",
-    samples: int = 100_000,
-    error_prob: float = 0.01,
+    samples: int = DEFAULT_SAMPLES,
+    error_prob: float = DEFAULT_ERROR_PROB,
     seed: int = 0,
     direction: str = "both",
     orders: str | Sequence[int] | None = None,

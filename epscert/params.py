@@ -12,7 +12,7 @@ import json
 import math
 import reprlib
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
+from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -28,8 +28,21 @@ MAX_TOTAL_COORDINATES = 10**16
 MAX_STEPS = 10**12
 #: Smallest σ accepted (1/σ² must stay finite in float64).
 MIN_SIGMA = 1e-100
+#: Largest σ accepted: 1/σ² must stay a normal double (σ = 1e200 overflowed in the samplers).
+MAX_SIGMA = 1e100
+#: Largest ε accepted anywhere (grids, targets): e^ε must stay finite in double precision
+#: (e^709 is the last), with room for the sums that carry it; past it formulas gave NaN or 1/0.
+MAX_EPSILON = 500.0
+#: Most ε values in one grid, and what each costs per block of samples (measured: a 10,001-value
+#: grid asked for a 2.44 GiB allocation, about 0.25 MiB per ε).
+MAX_EPSILONS = 1000
+EPSILON_BLOCK_BYTES = 2.44 * 2**30 / 10_001
 #: Default PLD discretization for dp_accounting baselines.
 DEFAULT_PLD_DISCRETIZATION = 1e-4
+#: Monte Carlo samples per direction and failure probability beta when none are given: the one source of
+#: these defaults for the API (certify, Accountant, Accountant.calibrate) and every CLI command.
+DEFAULT_SAMPLES = 100_000
+DEFAULT_ERROR_PROB = 0.01
 
 
 class Direction(str, enum.Enum):
@@ -128,6 +141,8 @@ def _enum(kind: type[enum.Enum], name: str, value: object) -> enum.Enum:
 
 def check_int(name: str, value: object, minimum: int) -> int:
     """An integer >= minimum; integral floats are accepted, fractions and bools are not."""
+    if isinstance(value, np.ndarray) and value.ndim == 0:
+        value = value.item()
     if isinstance(value, bool):
         raise ValueError(f"{name} must be an integer >= {minimum}, got {name}={show(value)}")
     if isinstance(value, (int, np.integer)):
@@ -143,7 +158,15 @@ def check_int(name: str, value: object, minimum: int) -> int:
 
 def check_float(name: str, value: object, *, low: float, low_open: bool,
                 high: float = math.inf, high_open: bool = True) -> float:
-    """A finite float in the given interval, else ValueError naming the field."""
+    """A finite float in the given interval, else ValueError naming the field.
+
+    Text must be ASCII: Python's float() also reads full-width and other Unicode digits, which
+    a user never means to type as a number.
+    """
+    if isinstance(value, str) and not value.isascii():
+        raise ValueError(f"{name} must be a number written in ASCII digits, got {name}={show(value)}")
+    if isinstance(value, np.ndarray) and value.ndim == 0:
+        value = value.item()
     try:
         out = float(value)  # type: ignore[arg-type]
     except (TypeError, ValueError, OverflowError):
@@ -243,8 +266,8 @@ class CertifyConfig:
     epsilons: tuple[float, ...]
     methods: tuple[Method, ...] = (Method.AUTO,)
     epochs: int = 1
-    samples: int = 100_000
-    error_prob: float = 0.01
+    samples: int = DEFAULT_SAMPLES
+    error_prob: float = DEFAULT_ERROR_PROB
     seed: int = 0
     direction: Direction = Direction.BOTH
     orders: str | Sequence[int] | None = None
@@ -259,7 +282,8 @@ class CertifyConfig:
         set_ = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731 (frozen dataclass)
         set_("sampler", _enum(Sampler, "sampler", self.sampler))
         set_("direction", _enum(Direction, "direction", self.direction))
-        set_("sigma", check_float("sigma", self.sigma, low=MIN_SIGMA, low_open=False))
+        set_("sigma", check_float("sigma", self.sigma, low=MIN_SIGMA, low_open=False, high=MAX_SIGMA,
+                                  high_open=False))
         set_("steps", check_int("steps", self.steps, 1))
         if self.steps > MAX_STEPS:
             raise ValueError(f"steps must be <= {MAX_STEPS}, got steps={show(self.steps)}")
@@ -297,11 +321,14 @@ class CertifyConfig:
     # -- validation helpers -------------------------------------------------------------------
     @staticmethod
     def _check_epsilons(epsilons: object) -> tuple[float, ...]:
+        if isinstance(epsilons, np.ndarray) and epsilons.ndim == 0:
+            epsilons = (epsilons.item(),)
         if isinstance(epsilons, (int, float, np.number)) and not isinstance(epsilons, bool):
             epsilons = (epsilons,)
-        if isinstance(epsilons, str) or not isinstance(epsilons, Iterable):
+        if isinstance(epsilons, (str, Mapping)) or not isinstance(epsilons, Iterable):
             raise ValueError(f"epsilons must be a non-empty list of numbers, got epsilons={show(epsilons)}")
-        values = [check_float("epsilon", e, low=0.0, low_open=False) for e in epsilons]
+        values = [check_float("epsilon", e, low=0.0, low_open=False, high=MAX_EPSILON, high_open=False)
+                  for e in epsilons]
         if not values:
             raise ValueError("epsilons must be a non-empty list of numbers, got epsilons=[]")
         return tuple(sorted(set(values)))
@@ -389,20 +416,39 @@ class CertifyConfig:
         return self.max_batch_size is not None
 
     def _check_memory(self) -> None:
+        """Refuse, before any sampling, a run whose per-sample arrays or total work exceed the caps.
+
+        The width is what the sampler really draws (epscert.montecarlo.samplers.loss_sampler):
+        deterministic is one Gaussian (one coordinate, E folded into σ), shuffle_persistent one
+        epoch of T coordinates (E folded into σ), the others T (or the order-statistic ranks) per epoch.
+        """
+        if len(self.epsilons) > MAX_EPSILONS:
+            raise ValueError(
+                f"epsilons has {len(self.epsilons)} values; every epsilon adds about "
+                f"{EPSILON_BLOCK_BYTES / 2**20:.2f} MiB to each block of samples (about "
+                f"{len(self.epsilons) * EPSILON_BLOCK_BYTES / 2**30:.2f} GiB here), limit {MAX_EPSILONS} values; "
+                "use a coarser grid, or epsilon at a delta (Accountant.get_epsilon, compare --deltas)")
         for m in self.resolved:
             if not m.is_monte_carlo:
                 continue
             width = len(self.ranks) if (m.uses_order_stats and self.ranks) else self.steps
-            per_sample = 8 * width * self.epochs * 4
+            epochs = self.epochs
+            if self.sampler is Sampler.DETERMINISTIC:
+                width, epochs = 1, 1
+            elif self.sampler is Sampler.SHUFFLE_PERSISTENT:
+                epochs = 1
+            per_sample = 8 * width * epochs * 4
             if per_sample > MAX_SAMPLE_BYTES:
+                way_out = "use method='order_stats'" if Method.ORDER_STATS in SUPPORTED_METHODS[self.sampler] \
+                    else "lower steps or epochs"
                 raise ValueError(
                     f"steps={self.steps} x epochs={self.epochs} needs {per_sample / 2**30:.1f} GiB per sample "
-                    f"with method={m.value!r} (limit {MAX_SAMPLE_BYTES / 2**30:.0f} GiB); use order_stats"
+                    f"with method={m.value!r} (limit {MAX_SAMPLE_BYTES / 2**30:.0f} GiB); {way_out}"
                 )
-            total = self.samples * width * self.epochs * len(self.direction.parts())
+            total = self.samples * width * epochs * len(self.direction.parts())
             if total > MAX_TOTAL_COORDINATES:
                 raise ValueError(
-                    f"samples={self.samples} x {width} coordinates x epochs={self.epochs} is {total:.2e} sampled "
+                    f"samples={self.samples} x {width} coordinates x epochs={epochs} is {total:.2e} sampled "
                     f"coordinates (limit {MAX_TOTAL_COORDINATES:.0e}, about 4 core-years); lower samples"
                 )
 

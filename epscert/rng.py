@@ -14,12 +14,22 @@ import numpy as np
 _MAX_SEED = 2**128
 
 
+def _shown(seed: object) -> str:
+    """A short repr: a huge int has no repr past 4300 digits (Python raises), so give its size."""
+    if isinstance(seed, (int, np.integer)) and not isinstance(seed, bool) and abs(int(seed)).bit_length() > 256:
+        return f"<an integer of {abs(int(seed)).bit_length()} bits>"
+    text = repr(seed)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
 def check_seed(seed: object) -> int:
     """Validate a user seed (a non-negative integer) and return it as ``int``."""
+    if isinstance(seed, np.ndarray) and seed.ndim == 0:
+        seed = seed.item()
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
-        raise ValueError(f"seed must be a non-negative integer, got seed={seed!r}")
+        raise ValueError(f"seed must be a non-negative integer, got seed={_shown(seed)}")
     if not 0 <= int(seed) < _MAX_SEED:
-        raise ValueError(f"seed must be in [0, 2**128), got seed={seed!r}")
+        raise ValueError(f"seed must be in [0, 2**128), got seed={_shown(seed)}")
     return int(seed)
 
 

@@ -6,7 +6,7 @@ wherever certify runs: in process, multi-process, Portable (Flink/Spark job serv
 remote runners with a shared ``--temp_location`` for the rows of each evaluation. The search logic and its guarantees are :func:`epscert.inverse.calibrate.calibrate_sigma`.
 
     epscert calibrate --target-epsilon 8 --delta 1e-5 --sampler balls_and_bins --steps 1000 \
-        --epochs 1 --method importance --samples 200000
+        --epochs 1 --method importance --samples 100000
 """
 
 from __future__ import annotations
@@ -24,7 +24,9 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import GoogleCloudOptions
 
 from epscert.inverse.calibrate import calibrate_sigma
-from epscert.params import CertifyConfig, Direction, Method, Sampler
+from epscert.params import (
+    DEFAULT_ERROR_PROB, DEFAULT_SAMPLES, MAX_EPSILON, CertifyConfig, Direction, Method, Sampler, check_float,
+)
 from epscert.progress import print_to_stderr
 from pipelines.certify import with_shards
 from pipelines.options import (
@@ -43,17 +45,19 @@ def build_parser(prog: str = PROG) -> ArgumentParser:
                             "epsilon(delta) <= the target, certified by a fresh-seed run. Flags not listed "
                             "here go to Beam (e.g. --runner).")
     add = parser.add_argument
-    add("--target-epsilon", "--target_epsilon", required=True, help="target epsilon (>= 0)")
-    add("--delta", required=True, help="target delta in (0, 1)")
+    add("--target-epsilon", "--target_epsilon", "--target-eps", required=True, help="target epsilon (>= 0)")
+    add("--delta", "--target-delta", "--target_delta", required=True, help="target delta in (0, 1)")
     add("--sampler", default=Sampler.BALLS_AND_BINS.value,
         help=f"batch sampler: {', '.join(s.value for s in Sampler)} (default: %(default)s)")
     add("--steps", required=True, help="steps T per epoch")
     add("--epochs", default="1", help="epochs E (default: %(default)s)")
     add("--method", default=Method.AUTO.value, help="Monte Carlo method (default: %(default)s)")
-    add("--samples", default="200000", help="samples of the certificate run (default: %(default)s)")
+    add("--samples", default=str(DEFAULT_SAMPLES),
+        help="samples of the certificate run (default: %(default)s)")
     add("--search-samples", "--search_samples", default=None,
         help="samples per search evaluation (default: samples / 4)")
-    add("--error-prob", "--error_prob", default="0.01", help="failure probability beta (default: %(default)s)")
+    add("--error-prob", "--error_prob", default=str(DEFAULT_ERROR_PROB),
+        help="failure probability beta (default: %(default)s)")
     add("--seed", default="0", help="search seed (default: %(default)s)")
     add("--certify-seed", "--certify_seed", default=None, help="seed of the certificate run (default: seed + 1)")
     add("--direction", default=Direction.BOTH.value, help="remove, add or both (default: %(default)s)")
@@ -109,10 +113,11 @@ def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
     parser = build_parser(prog)
     try:
         args, pipeline_args = parser.parse_known_args(list(sys.argv[1:] if argv is None else argv))
-        check_unknown_flags(pipeline_args, parser.long_flags())
+        check_unknown_flags(pipeline_args, parser.long_flags(), "calibrate")
         choice = choose_runner(pipeline_args)
         temp_base(choice)  # remote runners: a shared --temp_location, checked before any work
-        eps_t = parse_floats("target_epsilon", args.target_epsilon)[0]
+        eps_t = check_float("target_epsilon", parse_floats("target_epsilon", args.target_epsilon)[0], low=0.0,
+                            low_open=False, high=MAX_EPSILON, high_open=False)
         delta_t = parse_floats("delta", args.delta)[0]
         config = CertifyConfig(
             sampler=args.sampler, sigma=1.0, steps=parse_int("steps", args.steps, 1),

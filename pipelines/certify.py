@@ -26,7 +26,9 @@ from apache_beam.options.pipeline_options import TestOptions
 from apache_beam.runners.runner import PipelineResult, PipelineState
 
 from epscert.results.baselines import baseline_tasks
-from epscert.params import DEFAULT_PLD_DISCRETIZATION, CertifyConfig, Direction, Method, Sampler
+from epscert.params import (
+    DEFAULT_ERROR_PROB, DEFAULT_PLD_DISCRETIZATION, DEFAULT_SAMPLES, CertifyConfig, Direction, Method, Sampler,
+)
 from epscert.montecarlo.shard import auto_shards
 from pipelines.options import (
     ArgumentParser, RunnerChoice, UsageError, check_output_reachable, check_unknown_flags,
@@ -56,14 +58,17 @@ def build_parser(prog: str = PROG) -> ArgumentParser:
     add = parser.add_argument
     add("--sampler", default=Sampler.BALLS_AND_BINS.value, help=f"batch sampler: {_names(Sampler)} "
         "(default: %(default)s)")
-    add("--sigma", default="1.0", help="noise multiplier sigma > 0 (default: %(default)s)")
-    add("--steps", default="1000", help="steps T per epoch (default: %(default)s)")
+    add("--sigma", "--noise-multiplier", "--noise_multiplier", required=True,
+        help="noise multiplier sigma > 0 (required)")
+    add("--steps", required=True, help="steps T per epoch, dataset_size // batch_size (required)")
     add("--epochs", default="1", help="epochs E (default: %(default)s)")
     add("--epsilons", default="1", help="comma-separated epsilon grid, e.g. 1,2,4,8 (default: %(default)s)")
     add("--method", default=Method.AUTO.value, help="comma-separated methods: "
         f"{_names(Method)} (default: %(default)s)")
-    add("--samples", default="100000", help="Monte Carlo samples per direction (default: %(default)s)")
-    add("--error-prob", "--error_prob", default="0.01", help="failure probability beta of the upper confidence bound "
+    add("--samples", default=str(DEFAULT_SAMPLES), help="Monte Carlo samples per direction "
+        "(default: %(default)s)")
+    add("--error-prob", "--error_prob", default=str(DEFAULT_ERROR_PROB),
+        help="failure probability beta of the upper confidence bound "
         "(default: %(default)s)")
     add("--seed", default="0", help="root seed, a non-negative integer (default: %(default)s)")
     add("--direction", default=Direction.BOTH.value, help=f"adjacency direction: {_names(Direction)} "
@@ -137,7 +142,7 @@ def prepare(argv: Sequence[str] | None = None, prog: str = PROG) -> CertifyJob:
     """Parse and validate everything; raises UsageError before any pipeline is built."""
     parser = build_parser(prog)
     args, pipeline_args = parser.parse_known_args(list(sys.argv[1:] if argv is None else argv))
-    check_unknown_flags(pipeline_args, parser.long_flags())
+    check_unknown_flags(pipeline_args, parser.long_flags(), "certify")
     try:
         config = config_from_args(args)
     except ValueError as err:

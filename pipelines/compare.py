@@ -12,9 +12,10 @@ import sys
 from typing import Sequence
 
 from epscert.compare import compare_rows, pivot
-from epscert.params import CertifyConfig, Direction, Method
+from epscert.params import DEFAULT_ERROR_PROB, DEFAULT_SAMPLES, CertifyConfig, Direction, Method
 from epscert.inverse.epsilon_at_delta import check_deltas
 from epscert.progress import print_to_stderr
+from pipelines.flags import FlagError, check_leftovers
 from pipelines.options import (
     ArgumentParser, UsageError, check_writable_file, parse_floats, parse_int, report_usage_error,
 )
@@ -28,14 +29,16 @@ def build_parser(prog: str = PROG) -> ArgumentParser:
     parser = ArgumentParser(prog=prog, description="Side-by-side delta(epsilon) and epsilon(delta) of every "
                             "accountant for one configuration.")
     add = parser.add_argument
-    add("--sigma", required=True, help="noise multiplier sigma > 0")
+    add("--sigma", "--noise-multiplier", "--noise_multiplier", required=True, help="noise multiplier sigma > 0")
     add("--steps", required=True, help="steps T per epoch")
     add("--epochs", default="1", help="epochs E (default: %(default)s)")
     add("--epsilons", default="1,2,4,8", help="epsilon grid (default: %(default)s)")
-    add("--deltas", default=None, help="comma-separated deltas for the epsilon(delta) rows (default: none)")
+    add("--deltas", "--delta", "--target-delta", "--target_delta", default=None, help="comma-separated deltas for the epsilon(delta) rows (default: none)")
     add("--method", default=Method.AUTO.value, help="Balls-and-Bins Monte Carlo method (default: %(default)s)")
-    add("--samples", default="100000", help="Monte Carlo samples per direction (default: %(default)s)")
-    add("--error-prob", "--error_prob", default="0.01", help="failure probability beta (default: %(default)s)")
+    add("--samples", default=str(DEFAULT_SAMPLES),
+        help="Monte Carlo samples per direction (default: %(default)s)")
+    add("--error-prob", "--error_prob", default=str(DEFAULT_ERROR_PROB),
+        help="failure probability beta (default: %(default)s)")
     add("--seed", default="0", help="root seed (default: %(default)s)")
     add("--direction", default=Direction.BOTH.value, help="remove, add or both (default: %(default)s)")
     add("--no-fft", "--no_fft", action="store_true", help="skip the Fourier-accountant bracket")
@@ -59,7 +62,11 @@ def _cell(value) -> str:
 def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
     parser = build_parser(prog)
     try:
-        args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+        args, leftover = parser.parse_known_args(list(sys.argv[1:] if argv is None else argv))
+        try:
+            check_leftovers(leftover, "compare", parser.long_flags(), beam=False)
+        except FlagError as err:
+            raise UsageError(str(err)) from None
         config = CertifyConfig(
             sampler="balls_and_bins", sigma=args.sigma, steps=parse_int("steps", args.steps, 1),
             epochs=parse_int("epochs", args.epochs, 1), epsilons=parse_floats("epsilons", args.epsilons),

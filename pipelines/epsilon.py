@@ -19,6 +19,7 @@ from typing import Sequence
 
 from epscert.inverse.best import best_certificate
 from epscert.inverse.epsilon_at_delta import analytic_epsilon_rows, check_deltas
+from epscert.compare import bracket_config
 from epscert.params import CertifyConfig, Direction, Method, Sampler, steps_per_epoch
 from epscert.progress import print_to_stderr
 from pipelines.options import ArgumentParser, UsageError, parse_floats, parse_int, report_usage_error
@@ -77,6 +78,8 @@ def context_epsilons(config: CertifyConfig, delta: float) -> dict[str, float]:
     """ε(δ) of the context baselines at the configuration's (σ, T, E)."""
     out = {}
     for key, _, sampler, method in CONTEXT:
+        if key == "balls_and_bins_lower_bound" and bracket_config(config) is not None:
+            method = Method.PLD_LOWER  # the PLD bracket's lower side: tighter than the cube bound
         base = CertifyConfig(sampler=sampler, sigma=config.sigma, steps=config.steps, epochs=config.epochs,
                              epsilons=(1.0,), methods=(method,), direction=config.direction)
         (row,) = analytic_epsilon_rows(base, method, [delta])

@@ -9,7 +9,6 @@ the Prism runner).
 from __future__ import annotations
 
 import argparse
-import difflib
 import os
 import sys
 import tempfile
@@ -20,6 +19,7 @@ import apache_beam as beam
 from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, StandardOptions
 from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 
+from pipelines.flags import FlagError, check_leftovers
 from transforms.sinks import is_local
 
 #: Runners epscert refuses, with the reason.
@@ -30,6 +30,10 @@ REFUSED_RUNNERS = {
 #: Runners that run workers on this machine (progress lines are visible, outputs are local).
 LOCAL_RUNNERS = ("fnapirunner", "directrunner", "bundlebaseddirectrunner", "switchingdirectrunner",
                  "prismrunner", "portablerunner")
+
+
+#: Longest integer flag value read (Python refuses int() past 4300 digits; seeds stop at 39).
+MAX_FLAG_DIGITS = 100
 
 
 class UsageError(ValueError):
@@ -66,7 +70,10 @@ class RunnerChoice:
 
 
 def parse_int(name: str, text: str, minimum: int = 0) -> int:
-    """An integer flag value, else UsageError naming the field and the value."""
+    """An integer flag value in ASCII digits, else UsageError naming the field and the value."""
+    if not str(text).isascii() or len(str(text)) > MAX_FLAG_DIGITS:
+        raise UsageError(f"{name} must be an integer >= {minimum} written in at most {MAX_FLAG_DIGITS} ASCII "
+                         f"digits, got {name}={str(text)[:40]!r}{'...' if len(str(text)) > 40 else ''}")
     try:
         value = int(text)
     except (TypeError, ValueError):
@@ -77,7 +84,9 @@ def parse_int(name: str, text: str, minimum: int = 0) -> int:
 
 
 def parse_floats(name: str, text: str) -> tuple[float, ...]:
-    """Comma-separated numbers, e.g. '1,2,4,8'."""
+    """Comma-separated numbers in ASCII, e.g. '1,2,4,8' (float() would also read full-width digits)."""
+    if not text.isascii():
+        raise UsageError(f"{name} must be comma-separated numbers in ASCII digits, got {name}={text!r}")
     parts = [p.strip() for p in text.split(",") if p.strip()]
     try:
         values = tuple(float(p) for p in parts)
@@ -88,19 +97,12 @@ def parse_floats(name: str, text: str) -> tuple[float, ...]:
     return values
 
 
-def check_unknown_flags(pipeline_args: Sequence[str], own_flags: Sequence[str]) -> None:
-    """Refuse a flag that neither Beam nor epscert knows but that looks like a misspelt epscert flag.
-
-    Other unknown flags go to Beam unchanged (it warns about the ones it cannot parse).
-    """
-    options = PipelineOptions(list(pipeline_args))
-    known = set(options.get_all_options(display_warnings=False))
-    unknown = set(options.get_all_options(retain_unknown_options=True, display_warnings=False)) - known
-    for name in sorted(unknown):
-        flag = "--" + name
-        close = difflib.get_close_matches(flag, own_flags, n=1)
-        if close:
-            raise UsageError(f"unknown flag {flag}; did you mean {close[0]}?")
+def check_unknown_flags(pipeline_args: Sequence[str], own_flags: Sequence[str], command: str = "certify") -> None:
+    """Refuse every leftover flag that Beam does not define (see :mod:`pipelines.flags`), with a hint."""
+    try:
+        check_leftovers(pipeline_args, command, own_flags)
+    except FlagError as err:
+        raise UsageError(str(err)) from None
 
 
 def choose_runner(pipeline_args: Sequence[str]) -> RunnerChoice:

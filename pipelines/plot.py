@@ -19,7 +19,7 @@ from typing import Sequence
 
 import pyarrow.parquet as pq
 
-from pipelines.options import ArgumentParser, check_writable_file
+from pipelines.options import ArgumentParser, UsageError, check_writable_file
 
 MC_METHODS = ("naive", "importance", "order_stats", "importance_order_stats")
 #: The δ axis reaches at most this many decades below the smallest certified value.
@@ -27,7 +27,11 @@ FLOOR_DECADES = 3
 
 
 def _pyplot():
-    import matplotlib
+    try:
+        import matplotlib
+    except ImportError:
+        raise UsageError("epscert plot needs matplotlib, which is not installed: "
+                         "pip install 'epscert[plot]' (the plot extra)") from None
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

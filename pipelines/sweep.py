@@ -19,6 +19,7 @@ waves. On remote runners the default is one job for the whole sweep.
 from __future__ import annotations
 
 import datetime
+import os
 import sys
 from dataclasses import dataclass
 from typing import Sequence, TextIO
@@ -37,9 +38,13 @@ from pipelines.output import FORMATS, print_rows
 from transforms.certify import CertifyConfigs
 from transforms.progress import ProgressReporter
 from transforms.shards import total_samples
-from transforms.sinks import PARTS_DIR, AssembleResults, WritePartFn, join, read_part, read_table, results_paths
+from transforms.sinks import (
+    PARTS_DIR, AssembleResults, WritePartFn, is_local, join, read_part, read_table, results_paths,
+)
 
 PROG = "epscert sweep"
+#: Most output files of one sweep (checked before any work: a million shards never finished).
+MAX_OUTPUT_SHARDS = 1024
 #: Default wave size on local runners, in estimated single-core seconds.
 LOCAL_WAVE_SECONDS = 300.0
 #: Rough cost of one analytic method (dp_accounting PLDs dominate), for wave sizing only.
@@ -98,7 +103,7 @@ def prepare(argv: Sequence[str] | None = None, prog: str = PROG) -> SweepJob:
     """Parse flags and the spec, validate every configuration, check DIR; UsageError on bad input."""
     parser = build_parser(prog)
     args, pipeline_args = parser.parse_known_args(list(sys.argv[1:] if argv is None else argv))
-    check_unknown_flags(pipeline_args, parser.long_flags())
+    check_unknown_flags(pipeline_args, parser.long_flags(), "sweep")
     if (args.spec is None) == (args.spec_flag is None):
         raise UsageError("give the sweep spec once, as SPEC or as --spec, got "
                          f"SPEC={args.spec!r}, --spec={args.spec_flag!r}")
@@ -119,6 +124,13 @@ def prepare(argv: Sequence[str] | None = None, prog: str = PROG) -> SweepJob:
     check_output_reachable("output", output, choice)
     check_writable_dir("output", output)
     check_writable_dir("output", join(output, PARTS_DIR), shown=output)
+    if shards > MAX_OUTPUT_SHARDS:
+        raise UsageError(f"output_shards must be <= {MAX_OUTPUT_SHARDS} (one Parquet file each), got "
+                         f"output_shards={shards}; use fewer output shards")
+    for path in results_paths(output, shards):
+        if is_local(path) and os.path.isdir(path):
+            raise UsageError(f"output holds a directory where the results file goes: {path!r} "
+                             f"(output={output!r}); remove it or choose another --output")
     return SweepJob(tuple(configs), output, args.format, shards, wave, not args.no_progress, choice)
 
 

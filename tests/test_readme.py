@@ -13,6 +13,13 @@ def _blocks(lang: str) -> list[str]:
     return re.findall(rf"```{lang}\n(.*?)```", README, flags=re.S)
 
 
+def two_commands() -> list[str]:
+    """The commands of the README's "Two commands" section: the main job, then the tests."""
+    section = README.split("## Two commands", 1)[1].split("\n## ", 1)[0]
+    return [line.strip() for block in re.findall(r"```bash\n(.*?)```", section, flags=re.S)
+            for line in block.splitlines() if line.strip() and not line.strip().startswith("#")]
+
+
 def test_readme_python_snippets_run(capsys):
     snippets = _blocks("python")
     assert snippets, "the README has no Python snippet"
@@ -24,8 +31,7 @@ def test_readme_python_snippets_run(capsys):
 
 
 def test_ci_runs_the_readme_test_command():
-    commands = [line.strip() for block in _blocks("bash") for line in block.splitlines()
-                if line.strip() and not line.strip().startswith("#")]
+    commands = two_commands()
     assert len(commands) >= 2, commands
     test_command = commands[1]
     assert "pytest" in test_command
@@ -52,8 +58,7 @@ def test_readme_main_command_runs(tmp_path, capsys):
 
     from pipelines import cli  # noqa: PLC0415
 
-    commands = [line.strip() for block in _blocks("bash") for line in block.splitlines()
-                if line.strip() and not line.strip().startswith("#")]
+    commands = two_commands()
     main_command = commands[0].split("&&", 1)[1]
     argv = shlex.split(main_command)
     assert argv[0] == "epscert" and argv[1] == "certify"

@@ -27,7 +27,7 @@ import numpy as np
 
 from epscert.fft.grid import MAX_N, MIN_DX, Grid
 from epscert.fft.mechanisms import Schedule
-from epscert.params import Direction, check_float, check_int
+from epscert.params import MAX_EPSILON, Direction, check_float, check_int
 
 #: λ values for the a-priori Chernoff bounds (integers where the subsampled RDP is exact).
 APRIORI_LAMBDAS = np.concatenate([2.0 ** np.arange(-8.0, 0.0, 0.25), np.arange(1.0, 257.0)])
@@ -98,7 +98,8 @@ def choose_grid(schedule: Schedule, epsilons, target_error: float,
     """
     target = check_float("target_error", target_error, low=0.0, low_open=True, high=1.0)
     max_size = check_int("max_size", max_size, 4)
-    eps = [check_float("epsilons", e, low=0.0, low_open=False) for e in np.atleast_1d(epsilons).tolist()]
+    eps = [check_float("epsilons", e, low=0.0, low_open=False, high=MAX_EPSILON, high_open=False)
+           for e in np.atleast_1d(epsilons).tolist()]
     direction = Direction(direction)
     sums = [_log_mgf_sums(schedule, d) for d in direction.parts()]
     k = schedule.steps

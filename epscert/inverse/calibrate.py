@@ -33,8 +33,8 @@ from epscert.analytic.deterministic import deterministic_delta
 from epscert.analytic.poisson import composed_pld
 from epscert.results.tables import certify_config
 from epscert.allocation import AllocationBracket, bracket_for
-from epscert.params import (BRACKET_MAX_EPOCHS, BRACKET_MAX_STEPS, BRACKET_MIN_SIGMA, CertifyConfig, Method,
-                            Sampler, check_float)
+from epscert.params import (BRACKET_MAX_EPOCHS, BRACKET_MAX_STEPS, BRACKET_MIN_SIGMA, MAX_EPSILON, CertifyConfig,
+                            Method, Sampler, check_float)
 from epscert.montecarlo.samplers import loss_sampler
 from epscert.analytic.truncation import config_penalty
 from epscert.progress import Callback, ProgressMeter
@@ -185,8 +185,12 @@ def calibrate_sigma(config: CertifyConfig, target_epsilon: float, target_delta: 
     is the evaluations done plus those the bisection still needs, plus the certificate run.
     """
     for method in config.resolved:
+        if not (method.is_monte_carlo or method in (Method.EXACT, Method.PLD_UPPER)):
+            raise ValueError(f"calibrate needs a method that certifies an upper bound (Monte Carlo, exact or "
+                             f"pld_upper), got method={method.value!r}")
         check_certifiable(config, method)
-    eps_t = check_float("target_epsilon", target_epsilon, low=0.0, low_open=False)
+    eps_t = check_float("target_epsilon", target_epsilon, low=0.0, low_open=False, high=MAX_EPSILON,
+                        high_open=False)
     delta_t = check_float("target_delta", target_delta, low=0.0, low_open=True, high=1.0)
     pen = config_penalty(config, eps_t)
     if pen >= delta_t:

@@ -85,13 +85,14 @@ def test_top_level_usage(capsys):
     (["--sample", "10"], "--samples"),
 ])
 def test_bad_certify_input_exits_2_naming_the_field(capsys, args, needle):
-    assert cli.main(["certify", "--no-baselines", *args]) == 2
+    # sigma and steps are required (issue 17): a valid pair first, the bad value after it wins
+    assert cli.main(["certify", "--no-baselines", "--sigma", "1", "--steps", "10", *args]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and needle in err and "Traceback" not in err, err
 
 
 def test_bad_input_in_a_subprocess_has_no_traceback():
-    proc = run_module("pipelines.cli", "certify", "--sigma", "0", "--no-baselines")
+    proc = run_module("pipelines.cli", "certify", "--sigma", "0", "--steps", "10", "--no-baselines")
     assert proc.returncode == 2
     assert "sigma" in proc.stderr and "Traceback" not in proc.stderr
     assert proc.stderr.strip().splitlines()[-1].startswith("epscert certify: error:")
@@ -168,4 +169,4 @@ def test_with_shards_auto_uses_core_auto_shards():
                            "1000000", "--shards", "auto"])
     from epscert.montecarlo.shard import auto_shards
     assert job.config.shards == auto_shards(job.config, job.config.resolved[0]) >= 1
-    assert certify.prepare(["--shards", "7"]).config.shards == 7
+    assert certify.prepare(["--sigma", "1", "--steps", "1000", "--shards", "7"]).config.shards == 7

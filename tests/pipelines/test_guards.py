@@ -1,0 +1,41 @@
+"""Issue 17 item 6 (part): guards before work, refusing with the flag, the estimate and the way out."""
+
+from __future__ import annotations
+
+import pytest
+
+from epscert.params import CertifyConfig
+from pipelines import cli
+
+
+def _config(**kwargs) -> CertifyConfig:
+    return CertifyConfig(**{"sampler": "balls_and_bins", "sigma": 1.0, "steps": 10, "epsilons": (1.0,), **kwargs})
+
+
+def test_dense_epsilon_grid_refused_before_work_with_the_estimate():
+    with pytest.raises(ValueError, match=r"epsilons has 10001 values.*2\.44 GiB.*coarser grid"):
+        _config(epsilons=[i / 100 for i in range(10_001)])
+    assert len(_config(epsilons=[i / 100 for i in range(1000)]).epsilons) == 1000
+
+
+def test_memory_guard_does_not_refuse_samplers_for_costs_they_do_not_have():
+    # deterministic draws one Gaussian per sample, whatever T and E (T*E*32 bytes would be 149 GiB here)
+    assert _config(sampler="deterministic", steps=10**9, epochs=5, methods=("naive",)).samples
+    # shuffle_persistent draws one epoch (E folded into sigma): 10^6 x 1 x 32 bytes, not x 100 epochs
+    assert _config(sampler="shuffle_persistent", steps=10**6, epochs=100, methods=("naive",)).samples
+
+
+def test_memory_guard_advice_names_only_methods_the_sampler_has():
+    with pytest.raises(ValueError, match="lower steps or epochs") as err:
+        _config(sampler="shuffle", steps=10**8, epochs=10, methods=("naive",))
+    assert "order_stats" not in str(err.value)
+    with pytest.raises(ValueError, match="order_stats"):
+        _config(steps=10**8, epochs=10, methods=("naive",))
+
+
+def test_sweep_output_checked_before_work(tmp_path, small_spec, capsys):
+    (tmp_path / "out" / "results.parquet").mkdir(parents=True)
+    assert cli.main(["sweep", str(small_spec), "--output", str(tmp_path / "out"), "--no-progress"]) == 2
+    assert "results.parquet" in capsys.readouterr().err
+    assert cli.main(["sweep", str(small_spec), "--output", str(tmp_path / "o2"), "--output-shards", "1000000"]) == 2
+    assert "output_shards=1000000" in capsys.readouterr().err
