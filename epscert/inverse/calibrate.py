@@ -13,7 +13,8 @@ upper confidence bound on δ at the single point ε_t (plus any truncation penal
    run does not meet the target, the result says so (``certified=False``) rather than
    trying again (each retry would spend more failure probability).
 Poisson and deterministic batching are calibrated for comparison with dp_accounting's
-PLD (upper bound) and the exact Gaussian curve.
+PLD (upper bound) and the exact Gaussian curve, both through their outward certified values
+(issue 12: the PLD upper bound with its resolution and RDP fallback, the Gaussian bracket's top).
 """
 
 from __future__ import annotations
@@ -25,10 +26,10 @@ from typing import Callable
 
 import pyarrow as pa
 
-from epscert.analytic.deterministic import deterministic_delta
-from epscert.analytic.poisson import composed_pld
+from epscert.analytic.deterministic import deterministic_bracket
+from epscert.analytic.poisson import poisson_pld_bounds
 from epscert.results.tables import certify_config
-from epscert.params import CertifyConfig, Method, check_float
+from epscert.params import CertifyConfig, Direction, Method, check_float
 from epscert.montecarlo.samplers import loss_sampler
 from epscert.analytic.truncation import config_penalty
 
@@ -133,7 +134,7 @@ def calibrate_sigma(config: CertifyConfig, target_epsilon: float, target_delta: 
 
     start = time.perf_counter()
     lo, hi = SIGMA_BRACKET
-    det_sigma = _analytic_sigma(lambda s: float(deterministic_delta(s, config.epochs, eps_t)) + pen,
+    det_sigma = _analytic_sigma(lambda s: float(deterministic_bracket(s, config.epochs, eps_t)[1]) + pen,
                                 delta_t, ANALYTIC_REL_TOL)
     hi = min(hi, 2.0 * det_sigma) if math.isfinite(det_sigma) else hi
     while not passes(hi):  # Balls-and-Bins is never worse than deterministic; widen if the UCB is loose
@@ -147,8 +148,8 @@ def calibrate_sigma(config: CertifyConfig, target_epsilon: float, target_delta: 
     delta_up, certificate = ucb(sigma, config.samples, fresh_seed)
     certify_seconds = time.perf_counter() - start
     poisson_sigma = _analytic_sigma(
-        lambda s: float(composed_pld(s, config.steps, config.epochs, config.pld_discretization,
-                                     True).get_delta_for_epsilon(eps_t)) + pen,
+        lambda s: float(poisson_pld_bounds(s, config.steps, config.epochs, [eps_t], Direction.BOTH,
+                                           config.pld_discretization, True)[0][0]) + pen,
         delta_t, ANALYTIC_REL_TOL, guess=sigma)
     return Calibration(sigma=sigma, certified=delta_up <= delta_t, certificate=certificate,
                        delta_upper=delta_up, poisson_sigma=poisson_sigma, deterministic_sigma=det_sigma,
