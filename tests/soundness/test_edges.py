@@ -119,3 +119,27 @@ def test_monotone_envelopes():
     assert lo.tolist() == [5.0, 2.0, 4.0, 2.0, 4.0]
     with pytest.raises(ValueError, match="same length"):
         monotone_upper([1.0], [1.0, 2.0])
+
+
+def test_calibrate_inherits_outward_values():
+    """The analytic σ of calibrate: the deterministic σ meets the target by mpmath, and no PLD lower
+    bound contradicts the Poisson σ (a raw PLD upper below its resolution used to set it)."""
+    import dataclasses
+
+    from epscert.analytic.poisson import poisson_pld_bounds
+    from epscert.inverse.calibrate import calibrate_sigma
+    from epscert.params import Direction
+    from epscert.schema import to_table
+
+    def run(cfg):  # stands in for the Monte Carlo run: the deterministic rows (valid uppers for BnB)
+        exact = dataclasses.replace(cfg, sampler="deterministic", methods=("exact",))
+        return to_table(analytic_rows(exact, Method.EXACT))
+
+    base = CertifyConfig(sampler="balls_and_bins", sigma=1.0, steps=20, epochs=1, epsilons=[1.0],
+                         methods="importance", samples=1000)
+    cal = calibrate_sigma(base, target_epsilon=4.0, target_delta=1e-14, run=run)
+    assert mp_gaussian_delta(cal.deterministic_sigma, 1, 4.0) <= 1e-14
+    lower = poisson_pld_bounds(cal.poisson_sigma, 20, 1, [4.0], Direction.BOTH, 1e-4, False)[0][0]
+    assert lower <= 1e-14
+    upper = poisson_pld_bounds(cal.poisson_sigma, 20, 1, [4.0], Direction.BOTH, 1e-4, True)[0][0]
+    assert 0.0 < upper <= 1e-14
