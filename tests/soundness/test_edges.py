@@ -143,3 +143,20 @@ def test_calibrate_inherits_outward_values():
     assert lower <= 1e-14
     upper = poisson_pld_bounds(cal.poisson_sigma, 20, 1, [4.0], Direction.BOTH, 1e-4, True)[0][0]
     assert 0.0 < upper <= 1e-14
+
+
+@pytest.mark.slow
+def test_compare_repro_of_issue_17():
+    """`epscert compare --sigma 1 --steps 2 --epochs 20 --epsilons 32,48,64 --deltas 1e-16,1e-20
+    --samples 2000 --no-fft`, through the API the command calls."""
+    from epscert.compare import compare_rows
+
+    cfg = CertifyConfig(sampler="balls_and_bins", sigma=1.0, steps=2, epochs=20, epsilons=[32.0, 48.0, 64.0],
+                        samples=2000)
+    rows = compare_rows(cfg, deltas=[1e-16, 1e-20], fft=False)
+    det_hi = dict(zip([32.0, 48.0, 64.0], deterministic_bracket(1.0, 20, [32.0, 48.0, 64.0])[1]))
+    for r in rows:
+        if r["quantity"] == "delta_at_epsilon" and r["delta_lower"] is not None:
+            assert r["delta_lower"] <= det_hi[r["epsilon"]], r
+        if r["quantity"] == "epsilon_at_delta" and r["target_delta"] == 1e-20 and r["epsilon_lower"] is not None:
+            assert r["epsilon_lower"] <= 50.89, r
