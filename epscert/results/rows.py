@@ -126,8 +126,11 @@ def analytic_bounds(config: CertifyConfig, method: Method, direction: Direction,
     Returns a dict with ``lower`` and ``upper`` arrays (None where the method gives no such side),
     ``delta`` (the value a row shows), ``guarantee``, ``bound`` and ``resolution`` (issue 12):
     - each method's values are outward (its module states the error budget and resolution);
-    - every lower bound is capped by the deterministic upper bound at (σ, E), which dominates
-      every sampler epscert certifies (E Gaussian participations = one Gaussian at σ/√E);
+    - every lower bound of a sampler with one participation per epoch (deterministic, shuffle,
+      Balls-and-Bins) is capped by the deterministic upper bound at (σ, E): such a sampler is
+      dominated by E Gaussian participations (one Gaussian at σ/√E; SPEC §7, δ_S <= δ_D). Poisson is
+      NOT: a record can join several batches of an epoch, and e.g. at σ = 0.3, T = 129, ε = 19 its
+      δ (2.5e-4, PLD lower bound) exceeds δ_D (1.2e-5), so its lower bounds are not capped;
     - on a grid of several ε, uppers are a running minimum from the left and lowers a running
       maximum from the right (:mod:`epscert.bounds.monotone`: valid since δ(ε) is non-increasing).
     """
@@ -138,7 +141,7 @@ def analytic_bounds(config: CertifyConfig, method: Method, direction: Direction,
     if guarantee == "exact" and beyond.any():
         guarantee, lower = "upper_bound", None  # evaluated at ε = 700 beyond it: δ is non-increasing
     if lower is not None:
-        cap = deterministic_bracket(config.sigma, config.epochs, eps)[1]
+        cap = 1.0 if config.sampler is Sampler.POISSON else deterministic_bracket(config.sigma, config.epochs, eps)[1]
         lower = monotone_lower(grid, np.where(beyond, 0.0, np.minimum(np.clip(lower, 0.0, 1.0), cap)))
     if upper is not None:
         upper = monotone_upper(grid, np.clip(upper, 0.0, 1.0))
