@@ -124,4 +124,4 @@ def test_poisson_is_not_capped_by_deterministic():
 
     cfg = CertifyConfig(sampler="poisson", sigma=0.3, steps=129, epochs=1, epsilons=[19.0], methods="pld_lower")
     lower = analytic_bounds(cfg, Method.PLD_LOWER, Direction.BOTH)["lower"][0]
-    assert lower > 10 * deterministic_bracket(0.3, 1, 19.0)[1][0]
+    assert lower > 10 * float(deterministic_bracket(0.3, 1, 19.0)[1])
