@@ -38,6 +38,7 @@ RESULTS_SCHEMA = pa.schema([
     pa.field("epsilon_upper", pa.float64()),
     pa.field("epsilon_lower", pa.float64()),
     pa.field("truncation_penalty", pa.float64()),
+    pa.field("resolution", pa.float64()),
     pa.field("dataset_size", pa.int64()),
     pa.field("max_batch_size", pa.int64()),
     pa.field("wall_seconds", pa.float64(), nullable=False),

@@ -11,6 +11,14 @@ coordinates N(0, σ²)) and F_μ(C) = Φ((C - μ)/σ) Φ(C/σ)^{T-1} = Pr[M < C]
 Balls-and-Bins: (μP, μQ) = (1, 0) (Eq. 6). Shuffle: (2, 1) (Eq. 7). Any C gives a
 valid bound, so the maximisation is a dense grid followed by a bounded Brent refinement
 around the best grid point, keeping whichever is larger: never a fixed 0.01 grid.
+
+Outward value (issue 12). The bound is valid for any C, so the reported value is the objective
+at the best C found, re-evaluated with an outward margin (:func:`cube_outward`): with u = 2^-53
+and log_ndtr accurate to K = 64 ulp, log Pr[M < C] has absolute error <= ζ_F = K·u·(|log Φ((C-μ)/σ)|
++ (T-1)|log Φ(C/σ)|) + 2u·|log Pr[M < C]|; the complement log(1 - e^x) amplifies it by at most
+e^x/(1 - e^x); the value e^{log a}(1 - e^{ε + log b - log a}) is then lowered by
+e^{-ζ_a}, by ζ_a + ζ_b + 2u(|ε| + |log a| + |log b|) in the exponent, and by 16u for exp/expm1.
+A candidate that is not positive after the margin (float noise) reports 0.
 """
 
 from __future__ import annotations
@@ -64,6 +72,43 @@ def cube_objective(c: np.ndarray, eps: float, sigma: float, steps: int,
     return np.where(np.isfinite(out) & trusted, out, -np.inf)
 
 
+#: Assumed accuracy of scipy.special.log_ndtr (ulp, relative) and the final exp/expm1 allowance.
+LOG_NDTR_ULP = 64.0
+UNIT_ROUNDOFF = 2.0**-53
+
+
+def _log_cdf_error(c: float, mean: float, sigma: float, steps: int, value: float) -> float:
+    """Absolute error bound of :func:`log_cdf_max` at c (module docstring)."""
+    terms = abs(float(special.log_ndtr((c - mean) / sigma))) + (steps - 1) * abs(float(special.log_ndtr(c / sigma)))
+    return LOG_NDTR_ULP * UNIT_ROUNDOFF * terms + 2.0 * UNIT_ROUNDOFF * abs(value)
+
+
+def cube_outward(c: float, eps: float, sigma: float, steps: int,
+                 means: tuple[float, float], direction: Direction) -> float:
+    """The cube bound at threshold c, lowered by its floating-point margin; 0 if not positive."""
+    lp = float(log_cdf_max(np.asarray(c), means[0], sigma, steps))
+    lq = float(log_cdf_max(np.asarray(c), means[1], sigma, steps))
+    ep = _log_cdf_error(c, means[0], sigma, steps, lp)
+    eq = _log_cdf_error(c, means[1], sigma, steps, lq)
+    if direction is Direction.REMOVE:
+        def comp(x, err):  # log(1 - e^x) and its error
+            hi = min(x + err, 0.0)
+            if hi >= 0.0:
+                return -math.inf, math.inf
+            val = float(log1mexp(np.asarray(x)))
+            amp = math.exp(hi) / -math.expm1(hi)
+            return val, amp * err + 2.0 * UNIT_ROUNDOFF * abs(val)
+        (log_a, za), (log_b, zb) = comp(lp, ep), comp(lq, eq)
+    else:
+        (log_a, za), (log_b, zb) = (lq, eq), (lp, ep)
+    if not (math.isfinite(log_a) and math.isfinite(za)) or log_a < LOG_TRUSTED or log_b < LOG_TRUSTED:
+        return 0.0
+    z = eps + log_b - log_a + za + zb + 2.0 * UNIT_ROUNDOFF * (abs(eps) + abs(log_a) + abs(log_b))
+    if z >= 0.0:
+        return 0.0
+    return max(0.0, math.exp(log_a - za) * -math.expm1(z) * (1.0 - 16.0 * UNIT_ROUNDOFF))
+
+
 def c_search_range(eps: float, sigma: float, steps: int) -> tuple[float, float]:
     """Interval of cube thresholds C searched for the maximum (covers the top order statistics
     and the ε-dependent importance threshold of SPEC §4 with a wide margin)."""
@@ -83,7 +128,7 @@ def cube_lower_bound(sigma: float, steps: int, epsilons, pair: str, direction: D
         grid = np.linspace(lo, hi, GRID_POINTS)
         vals = cube_objective(grid, float(eps), sigma, steps, means, direction)
         k = int(np.argmax(vals))
-        best = float(vals[k])
+        best, best_c = float(vals[k]), float(grid[k])
         a, b = grid[max(k - 1, 0)], grid[min(k + 1, grid.size - 1)]
         if b > a:
             res = optimize.minimize_scalar(
@@ -91,6 +136,7 @@ def cube_lower_bound(sigma: float, steps: int, epsilons, pair: str, direction: D
                                -1.0),  # finite for Brent; the maximum is >= 0 whenever it matters
                 bounds=(a, b), method="bounded", options={"xatol": BRENT_XTOL},
             )
-            best = max(best, -float(res.fun))
-        out.append(max(best, 0.0))
+            if -float(res.fun) > best:
+                best, best_c = -float(res.fun), float(res.x)
+        out.append(cube_outward(best_c, float(eps), sigma, steps, means, direction) if best > 0.0 else 0.0)
     return np.asarray(out)

@@ -13,7 +13,8 @@ upper confidence bound on δ at the single point ε_t (plus any truncation penal
    run does not meet the target, the result says so (``certified=False``) rather than
    trying again (each retry would spend more failure probability).
 Poisson and deterministic batching are calibrated for comparison with dp_accounting's
-PLD (upper bound) and the exact Gaussian curve.
+PLD (upper bound) and the exact Gaussian curve, both through their outward certified values
+(issue 12: the PLD upper bound with its resolution and RDP fallback, the Gaussian bracket's top).
 
 Balls-and-Bins with ``method`` ``auto`` or ``pld_upper`` (σ >= 0.3, T <= 10^6, E <= 1000)
 searches and certifies on the deterministic PLD bracket instead (:func:`calibrate_on_bracket`):
@@ -29,12 +30,12 @@ from typing import Callable
 
 import pyarrow as pa
 
-from epscert.analytic.deterministic import deterministic_delta
-from epscert.analytic.poisson import composed_pld
+from epscert.analytic.deterministic import deterministic_bracket
+from epscert.analytic.poisson import poisson_pld_bounds
 from epscert.results.tables import certify_config
 from epscert.allocation import AllocationBracket, bracket_for
 from epscert.params import (BRACKET_MAX_EPOCHS, BRACKET_MAX_STEPS, BRACKET_MIN_SIGMA, MAX_EPSILON, CertifyConfig,
-                            Method, Sampler, check_float)
+                            Direction, Method, Sampler, check_float)
 from epscert.montecarlo.samplers import loss_sampler
 from epscert.analytic.truncation import config_penalty
 from epscert.progress import Callback, ProgressMeter
@@ -107,6 +108,20 @@ def check_certifiable(config: CertifyConfig, method: Method) -> None:
                          "is tight only under a conjecture); use epscert.certify, whose rows say 'conjecture'")
 
 
+def deterministic_sigma(config: CertifyConfig, eps_t: float, delta_t: float, pen: float) -> float:
+    """σ of deterministic batches for the target, on the top of the outward Gaussian bracket."""
+    return _analytic_sigma(lambda s: float(deterministic_bracket(s, config.epochs, eps_t)[1]) + pen,
+                           delta_t, ANALYTIC_REL_TOL)
+
+
+def poisson_sigma_for(config: CertifyConfig, eps_t: float, delta_t: float, pen: float, guess: float) -> float:
+    """σ of Poisson subsampling for the target, on the outward PLD upper bound (for comparison)."""
+    return _analytic_sigma(
+        lambda s: float(poisson_pld_bounds(s, config.steps, config.epochs, [eps_t], Direction.BOTH,
+                                           config.pld_discretization, True)[0][0]) + pen,
+        delta_t, ANALYTIC_REL_TOL, guess=guess)
+
+
 #: Downward step of the fine search below the coarse bracket's σ.
 FINE_STEP = 1.03
 #: Cells of the coarse bracket that proposes σ (any cell count gives a valid upper bound).
@@ -145,8 +160,7 @@ def calibrate_on_bracket(config: CertifyConfig, eps_t: float, delta_t: float, pe
         return up <= delta_t, up
 
     lo, hi = BRACKET_MIN_SIGMA, SIGMA_BRACKET[1]
-    det_sigma = _analytic_sigma(lambda s: float(deterministic_delta(s, config.epochs, eps_t)) + pen,
-                                delta_t, ANALYTIC_REL_TOL)
+    det_sigma = deterministic_sigma(config, eps_t, delta_t, pen)
     hi = max(lo, min(hi, det_sigma * 1.01)) if math.isfinite(det_sigma) else hi
     while not meets(hi, COARSE_CELLS)[0]:
         if hi >= SIGMA_BRACKET[1]:
@@ -206,12 +220,8 @@ def calibrate_sigma(config: CertifyConfig, target_epsilon: float, target_delta: 
                                           orders=None)
         certificate = run(cert_config)
         certify_seconds = time.perf_counter() - start
-        poisson_sigma = _analytic_sigma(
-            lambda s: float(composed_pld(s, config.steps, config.epochs, config.pld_discretization,
-                                         True).get_delta_for_epsilon(eps_t)) + pen,
-            delta_t, ANALYTIC_REL_TOL, guess=sigma)
-        det_sigma = _analytic_sigma(lambda s: float(deterministic_delta(s, config.epochs, eps_t)) + pen,
-                                    delta_t, ANALYTIC_REL_TOL)
+        poisson_sigma = poisson_sigma_for(config, eps_t, delta_t, pen, sigma)
+        det_sigma = deterministic_sigma(config, eps_t, delta_t, pen)
         return Calibration(sigma=sigma, certified=delta_up <= delta_t, certificate=certificate,
                            delta_upper=delta_up, poisson_sigma=poisson_sigma, deterministic_sigma=det_sigma,
                            search_sigmas=tuple(tried), search_seconds=search_seconds,
@@ -251,8 +261,7 @@ def calibrate_sigma(config: CertifyConfig, target_epsilon: float, target_delta: 
 
     start = time.perf_counter()
     lo, hi = SIGMA_BRACKET
-    det_sigma = _analytic_sigma(lambda s: float(deterministic_delta(s, config.epochs, eps_t)) + pen,
-                                delta_t, ANALYTIC_REL_TOL)
+    det_sigma = deterministic_sigma(config, eps_t, delta_t, pen)
     hi = min(hi, 2.0 * det_sigma) if math.isfinite(det_sigma) else hi
     while not passes(hi):  # Balls-and-Bins is never worse than deterministic; widen if the UCB is loose
         if hi >= SIGMA_BRACKET[1]:
@@ -268,10 +277,7 @@ def calibrate_sigma(config: CertifyConfig, target_epsilon: float, target_delta: 
     meter.total = meter.done + 2
     meter.stage = f"calibrate (certificate run at σ={sigma:.4g}; next: Poisson σ for comparison)"
     meter.add(1)
-    poisson_sigma = _analytic_sigma(
-        lambda s: float(composed_pld(s, config.steps, config.epochs, config.pld_discretization,
-                                     True).get_delta_for_epsilon(eps_t)) + pen,
-        delta_t, ANALYTIC_REL_TOL, guess=sigma)
+    poisson_sigma = poisson_sigma_for(config, eps_t, delta_t, pen, sigma)
     meter.stage = "calibrate (Poisson σ for comparison)"
     meter.add(1)
     return Calibration(sigma=sigma, certified=delta_up <= delta_t, certificate=certificate,

@@ -31,15 +31,9 @@ from typing import Sequence
 
 import numpy as np
 
-from epscert.allocation import bracket_for
-from epscert.allocation.bracket import MAX_EPSILON
-from epscert.analytic.composed import composed_lower_pld, sliced_delta
-from epscert.analytic.cube import cube_lower_bound
-from epscert.analytic.deterministic import deterministic_delta
-from epscert.analytic.poisson import composed_pld, pmf_delta
 from epscert.results.tables import certify_config
 from epscert.results.baselines import baseline_tasks
-from epscert.results.rows import base_row
+from epscert.results.rows import analytic_bounds, base_row
 from epscert.inverse.search import epsilon_for_delta
 from epscert.params import CertifyConfig, Direction, Method, Sampler, check_float
 from epscert.analytic.truncation import config_penalty
@@ -143,30 +137,18 @@ def mc_epsilon_rows(config: CertifyConfig, method: Method, deltas: Sequence[floa
 
 
 def _delta_curve(config: CertifyConfig, method: Method, direction: Direction):
-    """δ(ε) of an analytic method for one direction, as a function of one ε."""
-    s, T, E = config.sigma, config.steps, config.epochs
-    if method is Method.EXACT:
-        return lambda e: float(deterministic_delta(s, E, e))
-    if method in (Method.PLD_UPPER, Method.PLD_LOWER) and config.sampler is Sampler.BALLS_AND_BINS:
-        bracket = bracket_for(s, T, E)
-        side = 0 if method is Method.PLD_UPPER else 1  # delta() returns (upper, lower)
-        return lambda e: float(bracket.delta([min(e, MAX_EPSILON)], direction)[side][0]) \
-            if e <= MAX_EPSILON or side == 0 else 0.0  # δ non-increasing: the value at 700 bounds above
-    if method in (Method.PLD_UPPER, Method.PLD_LOWER):
-        upper = method is Method.PLD_UPPER
-        pld = composed_pld(float(s), int(T), int(E), float(config.pld_discretization), upper)
-        pmf = pld._pmf_remove if direction is Direction.REMOVE else pld._pmf_add  # noqa: SLF001
-        return lambda e: pmf_delta(pmf, e, upper)
-    if method is Method.CUBE_LOWER_BOUND:
-        pair = "balls_and_bins" if config.sampler is Sampler.BALLS_AND_BINS else "shuffle"
-        persistent = config.sampler is Sampler.SHUFFLE_PERSISTENT
-        sigma, epochs = (s / math.sqrt(E), 1) if persistent else (s, E)
-        if epochs == 1:
-            return lambda e: float(cube_lower_bound(sigma, T, [e], pair, direction)[0])
-        pld = composed_lower_pld(float(sigma), int(T), int(epochs), pair, direction,
-                                 float(config.pld_discretization), 16.0 / epochs)
-        return lambda e: sliced_delta(pld, e)
-    raise ValueError(f"no ε(δ) for method={method.value!r}")
+    """δ(ε) of an analytic method for one direction, as a function of one ε.
+
+    The same certified values as the δ(ε) rows (:func:`epscert.results.rows.analytic_bounds`:
+    outward, resolution-aware, lower bounds capped by the deterministic upper bound), so ε(δ)
+    inherits them: the bisection returns a point where the upper curve is <= δ (a valid
+    certificate there) or the lower curve is > δ (then ε(δ) exceeds it, δ(·) being non-increasing).
+    """
+    if method not in (Method.EXACT, Method.PLD_UPPER, Method.PLD_LOWER, Method.CUBE_LOWER_BOUND):
+        raise ValueError(f"no ε(δ) for method={method.value!r}")
+    upper = method in (Method.EXACT, Method.PLD_UPPER)
+    key = "upper" if upper else "lower"
+    return lambda e: float(analytic_bounds(config, method, direction, [e])[key][0])
 
 
 def _analytic_epsilon(config: CertifyConfig, method: Method, delta: float, direction: Direction,

@@ -14,11 +14,13 @@ import numpy as np
 from epscert.allocation import bracket_for
 from epscert.montecarlo import accumulator as acc_mod
 from epscert._version import __version__
-from epscert.analytic.composed import composed_lower_bound
+from epscert.analytic.composed import composed_lower_bounds
 from epscert.analytic.cube import cube_lower_bound
-from epscert.analytic.deterministic import deterministic_delta
-from epscert.analytic.poisson import poisson_pld_delta, poisson_rdp_delta
+from epscert.analytic.deterministic import deterministic_bracket, deterministic_delta
+from epscert.analytic.poisson import poisson_pld_bounds, poisson_rdp_delta
+from epscert.analytic.resolution import UNDERFLOW_FLOOR
 from epscert.bounds.kl import kl_ucb, standard_error
+from epscert.bounds.monotone import monotone_lower, monotone_upper
 from epscert.params import CertifyConfig, Direction, Method, Sampler
 from epscert.montecarlo.samplers import loss_sampler
 from epscert.analytic.truncation import config_penalty
@@ -119,41 +121,72 @@ def monotone_ucbs(means: list[float], count: int, beta: float, scale: float) -> 
 MAX_ANALYTIC_EPSILON = 700.0
 
 
+def analytic_bounds(config: CertifyConfig, method: Method, direction: Direction, epsilons=None) -> dict:
+    """Certified values of an analytic method for one direction, at ``epsilons`` (default: the grid).
+
+    Returns a dict with ``lower`` and ``upper`` arrays (None where the method gives no such side),
+    ``delta`` (the value a row shows), ``guarantee``, ``bound`` and ``resolution`` (issue 12):
+    - each method's values are outward (its module states the error budget and resolution);
+    - every lower bound of a sampler with one participation per epoch (deterministic, shuffle,
+      Balls-and-Bins) is capped by the deterministic upper bound at (σ, E): such a sampler is
+      dominated by E Gaussian participations (one Gaussian at σ/√E; SPEC §7, δ_S <= δ_D). Poisson is
+      NOT: a record can join several batches of an epoch, and e.g. at σ = 0.3, T = 129, ε = 19 its
+      δ (2.5e-4, PLD lower bound) exceeds δ_D (1.2e-5), so its lower bounds are not capped;
+    - on a grid of several ε, uppers are a running minimum from the left and lowers a running
+      maximum from the right (:mod:`epscert.bounds.monotone`: valid since δ(ε) is non-increasing).
+    """
+    grid = config.epsilons if epsilons is None else tuple(np.atleast_1d(epsilons).tolist())
+    eps = np.minimum(np.asarray(grid, dtype=np.float64), MAX_ANALYTIC_EPSILON)
+    beyond = np.asarray(grid, dtype=np.float64) > MAX_ANALYTIC_EPSILON
+    lower, upper, guarantee, bound, res = _analytic_bounds(config, method, direction, eps)
+    if guarantee == "exact" and beyond.any():
+        guarantee, lower = "upper_bound", None  # evaluated at ε = 700 beyond it: δ is non-increasing
+    if lower is not None:
+        cap = 1.0 if config.sampler is Sampler.POISSON else deterministic_bracket(config.sigma, config.epochs, eps)[1]
+        lower = monotone_lower(grid, np.where(beyond, 0.0, np.minimum(np.clip(lower, 0.0, 1.0), cap)))
+    if upper is not None:
+        upper = monotone_upper(grid, np.clip(upper, 0.0, 1.0))
+    if guarantee == "exact":
+        delta = np.clip(deterministic_delta(config.sigma, config.epochs, eps), lower, upper)
+    else:
+        delta = upper if lower is None else lower
+    return {"lower": lower, "upper": upper, "delta": delta, "guarantee": guarantee, "bound": bound,
+            "resolution": res}
+
+
 def analytic_values(config: CertifyConfig, method: Method, direction: Direction) -> tuple[np.ndarray, str, str]:
     """(values per ε in [0, 1], guarantee, bound name) of an analytic method for one direction."""
-    vals, guarantee, bound = _analytic_values(config, method, direction)
-    vals = np.clip(np.asarray(vals, dtype=np.float64), 0.0, 1.0)  # dp_accounting's float error
-    if guarantee == "exact" and max(config.epsilons) > MAX_ANALYTIC_EPSILON:
-        guarantee = "upper_bound"  # evaluated at ε = 700 beyond it: δ is non-increasing
-    if guarantee == "lower_bound":
-        vals = np.where(np.asarray(config.epsilons) > MAX_ANALYTIC_EPSILON, 0.0, vals)
-    return vals, guarantee, bound
+    out = analytic_bounds(config, method, direction)
+    return out["delta"], out["guarantee"], out["bound"]
 
 
-def _analytic_values(config: CertifyConfig, method: Method, direction: Direction) -> tuple[np.ndarray, str, str]:
+def _analytic_bounds(config: CertifyConfig, method: Method, direction: Direction, eps: np.ndarray):
+    """(lower, upper, guarantee, bound name, resolution) before the shared cap and envelopes."""
     s, T, E = config.sigma, config.steps, config.epochs
-    eps = np.minimum(np.asarray(config.epsilons), MAX_ANALYTIC_EPSILON)
     if method is Method.EXACT:
-        return deterministic_delta(s, E, eps), "exact", "gaussian_closed_form"
+        lo, hi = deterministic_bracket(s, E, eps)
+        return lo, hi, "exact", "gaussian_closed_form", 0.0
     if method in (Method.PLD_UPPER, Method.PLD_LOWER) and config.sampler is Sampler.BALLS_AND_BINS:
-        upper_side, lower_side = bracket_for(s, T, E).delta(eps, direction)
+        bracket = bracket_for(s, T, E)
+        upper_side, lower_side = bracket.delta(eps, direction)
         if method is Method.PLD_UPPER:
-            return upper_side, "upper_bound", "allocation_bracket_upper"
-        return lower_side, "lower_bound", "allocation_bracket_lower"
+            return None, upper_side, "upper_bound", "allocation_bracket_upper", bracket.resolution
+        return lower_side, None, "lower_bound", "allocation_bracket_lower", bracket.resolution
     if method in (Method.PLD_UPPER, Method.PLD_LOWER):
         upper = method is Method.PLD_UPPER
-        vals = poisson_pld_delta(s, T, E, eps, direction, config.pld_discretization, pessimistic=upper)
-        return vals, ("upper_bound" if upper else "lower_bound"), f"pld_{'pessimistic' if upper else 'optimistic'}"
+        vals, res = poisson_pld_bounds(s, T, E, eps, direction, config.pld_discretization, pessimistic=upper)
+        name = f"pld_{'pessimistic' if upper else 'optimistic'}"
+        return (None, vals, "upper_bound", name, res) if upper else (vals, None, "lower_bound", name, res)
     if method is Method.RDP_UPPER:
-        return poisson_rdp_delta(s, T, E, eps), "upper_bound", "rdp"
+        return None, poisson_rdp_delta(s, T, E, eps), "upper_bound", "rdp", float(UNDERFLOW_FLOOR)
     if method is Method.CUBE_LOWER_BOUND:
         pair = "balls_and_bins" if config.sampler is Sampler.BALLS_AND_BINS else "shuffle"
         sigma = s / math.sqrt(E) if config.sampler is Sampler.SHUFFLE_PERSISTENT else s
         epochs = 1 if config.sampler is Sampler.SHUFFLE_PERSISTENT else E
         if epochs == 1:
-            return cube_lower_bound(sigma, T, eps, pair, direction), "lower_bound", "cube"
-        vals = composed_lower_bound(sigma, T, epochs, eps, pair, direction, config.pld_discretization)
-        return vals, "lower_bound", "cube_sliced_pld_composition"
+            return cube_lower_bound(sigma, T, eps, pair, direction), None, "lower_bound", "cube", 0.0
+        vals, res = composed_lower_bounds(sigma, T, epochs, eps, pair, direction, config.pld_discretization)
+        return vals, None, "lower_bound", "cube_sliced_pld_composition", res
     raise ValueError(f"method={method.value!r} is not an analytic method")
 
 
@@ -177,13 +210,14 @@ def analytic_rows(config: CertifyConfig, method: Method, wall_seconds: float = 0
         directions = config.direction.parts() + ((Direction.BOTH,) if config.direction is Direction.BOTH else ())
     rows = []
     for direction in directions:
-        vals, guarantee, bound = analytic_values(config, method, direction)
-        for eps, val in zip(config.epsilons, vals.tolist()):
+        out = analytic_bounds(config, method, direction)
+        for i, eps in enumerate(config.epsilons):
             row = base_row(config, method, direction, eps, wall_seconds)
-            row.update(delta=float(val), guarantee=guarantee, bound=bound)
-            if guarantee in ("exact", "upper_bound"):
-                row["delta_upper"] = float(val)
-            if guarantee in ("exact", "lower_bound"):
-                row["delta_lower"] = float(val)
+            row.update(delta=float(out["delta"][i]), guarantee=out["guarantee"], bound=out["bound"],
+                       resolution=float(out["resolution"]))
+            if out["upper"] is not None:
+                row["delta_upper"] = float(out["upper"][i])
+            if out["lower"] is not None:
+                row["delta_lower"] = float(out["lower"][i])
             rows.append(row)
     return apply_truncation(config, rows)
