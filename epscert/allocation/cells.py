@@ -22,19 +22,27 @@ partial mean with nonnegative weights and in any partial product), so by inducti
 
     lower chain ≤_cx true law ≤_cx upper chain,   at every level.
 
-The grid is re-chosen at every level from the pair law itself: one bottom cell [0, g_0) (its
-spread endpoint 0 is an atom like any other), ``cells`` cells uniform in log z over the
-*significant range* (mass below it and first moment above it at most ``tau`` of the total),
-and ``_TOP_CELLS`` coarser log-uniform cells up to the largest atom. The grid affects only
-the tightness, never the soundness: contraction and spread are valid for any cells.
+The grid is re-chosen at every level from the two input laws: one bottom cell [0, g_0) (its
+spread endpoint 0 is an atom like any other), ``cells`` main cells over the *significant range*
+(mass below it and first moment above it at most ``tau`` of the total, bounded from above on
+groups of atoms, :func:`significant_range`), uniform in u/(1 + α|u|) with u the log z distance
+from the log of the mean in units of 1/16 of the range (:class:`_MainGrid`; finest at the centre,
+which dominates the width at every δ), and ``_TOP_CELLS`` coarser log-uniform cells up to the
+largest pair value. The grid affects only the tightness, never the soundness: contraction and
+spread are valid for any cells. Each computed pair value z is placed in the cell with
+e_k <= z < e_{k+1} *exactly* (a log-based guess is checked against both edges; misses are
+searched), so every spread moves each atom only to the edges of a cell that holds it.
 
 Floating point (phase "kernel", reported in :class:`KernelStats`): masses are products and
 sums of nonnegative numbers, so each computed mass has a *relative* error; the per-cell sum
-of ``count`` terms (``np.bincount`` adds sequentially) is within ``count·u`` relative, and a
+of ``count`` terms (``np.bincount`` adds sequentially, within one block of rows of the pair
+matrix; the per-block sums of the ``chunks`` blocks are then added in order) is within
+``(count + chunks)·u`` relative, and a
 product of two masses adds the two inputs' relative errors plus u. The recursion
-r_out = r_x + r_y + (count_max + 2)·u is returned as ``mass_rel_error``. Cell means are
-computed from offsets, μ = a + Σ m (z − a)/Σ m, so the error of μ is at most
-(count·h + 4)·u·μ with h the relative cell width; its effect on any later expectation of the
+r_out = r_x + r_y + (count_max + chunks + 2)·u is returned as ``mass_rel_error``. Cell means are
+computed from offsets, μ = a + Σ m (z − a)/Σ m (z − a is exact for a <= z <= 2a by Sterbenz,
+and z >= a holds exactly by the placement), so the error of μ is at most
+(2(count + chunks + 2)·h + 4)·u·μ with h the relative cell width; its effect on any later expectation of the
 functions above is at most that relative error times the first moment (remove; f is
 1-Lipschitz in the factor after scaling by the other factors' means) or the mass (add;
 e^ε·x·Lip <= 1 where the integrand is positive). ``value_abs_error`` collects that
@@ -175,6 +183,57 @@ def significant_range(x: CellLaw, y: CellLaw, op: str, weights: tuple[float, flo
     return lo, hi, top
 
 
+#: α of the main grid's density (1 + α|u|)^-2 (:class:`_MainGrid`); 0 is uniform in log z.
+TAIL_FOCUS = 0.3
+
+
+@dataclass(frozen=True)
+class _MainGrid:
+    """Main cells uniform in g(u) = u/(1 + α|u|), u = (log z − c)/s: density (1 + α|u|)^-2 in
+    log z, finest at the centre c (log of the mean) and coarser in the tails. Only the tightness
+    depends on it (module docstring); the kernel checks every placement against the edges."""
+
+    c: float
+    s: float
+    alpha: float
+    g0: float
+    scale: float
+    log_edges: np.ndarray
+
+    @staticmethod
+    def build(x, y, op, weights, lo, hi, n):
+        wa, wb = weights
+        mx, my = x.first_moment / max(x.mass, 1e-300), y.first_moment / max(y.mass, 1e-300)
+        mean = wa * mx + wb * my if op == "mean" else mx * my
+        c = min(max(math.log(mean), lo), hi) if mean > 0.0 else 0.5 * (lo + hi)
+        s = (hi - lo) / 16.0
+        alpha = TAIL_FOCUS
+        g0, g1 = _squash((lo - c) / s, alpha), _squash((hi - c) / s, alpha)
+        v = g0 + (g1 - g0) * np.arange(n + 1) / n
+        log_edges = c + s * v / (1.0 - alpha * np.abs(v))
+        log_edges[0], log_edges[-1] = lo, hi
+        return _MainGrid(c, s, alpha, g0, n / (g1 - g0), np.maximum.accumulate(log_edges))
+
+    def position(self, lz):
+        """1 + (continuous) index of the main cell of log z (a guess; the caller checks it)."""
+        u = lz
+        u -= self.c
+        u *= 1.0 / self.s
+        if self.alpha:
+            w = np.abs(u)
+            w *= self.alpha
+            w += 1.0
+            u /= w
+        u -= self.g0
+        u *= self.scale
+        u += 1.0
+        return u
+
+
+def _squash(u: float, alpha: float) -> float:
+    return u / (1.0 + alpha * abs(u))
+
+
 def _block_masses(x: CellLaw, y: CellLaw, r0: int, r1: int, c0: int, symmetric: bool) -> np.ndarray:
     """Masses of the pairs (i, j), r0 <= i < r1, j >= c0; in the symmetric case (c0 = r0) pairs
     with j < i get 0 and pairs with j > i twice their mass (exact: multiplication by 0, 1, 2)."""
@@ -210,7 +269,8 @@ def combine(x: CellLaw, y: CellLaw, op: str, chain: str, *, cells: int, tau: flo
     lo, hi, top = significant_range(x, y, op, weights, tau)
     # boundaries: 0 | exp(lo) ... exp(hi) (cells) ... exp(top) (_TOP_CELLS)
     n_main = cells if hi > lo else 0
-    main = np.linspace(lo, hi, n_main + 1) if n_main else np.array([lo])
+    grid = _MainGrid.build(x, y, op, weights, lo, hi, n_main) if n_main else None
+    main = grid.log_edges if n_main else np.array([lo])
     n_top = _TOP_CELLS if top > main[-1] else 0
     upper_part = np.linspace(main[-1], top, n_top + 1)[1:] if n_top else np.empty(0)
     edges = np.concatenate([[0.0], np.exp(np.concatenate([main, upper_part]))])
@@ -234,9 +294,9 @@ def combine(x: CellLaw, y: CellLaw, op: str, chain: str, *, cells: int, tau: flo
         m = _block_masses(x, y, r0, r1, c0, symmetric).ravel()
         with np.errstate(divide="ignore"):
             t = np.log(z)
-        t -= lo
-        t *= inv
-        t += 1.0
+        if grid is not None:
+            np.maximum(t, lo - 1.0, out=t)  # log 0 = -inf: the bottom cell (no inf/inf below)
+            t = grid.position(t)
         np.clip(t, 0.0, n_main + 1.0, out=t)
         idx = t.astype(np.intp)
         np.minimum(idx, n_cells - 1, out=idx)
