@@ -1,7 +1,7 @@
 """CPU seconds and width of the deterministic Balls-and-Bins bracket (epscert.allocation).
 
     python -m benchmarks.allocation [--steps 1000,10000,100000,1000000] [--epochs 1,10,100]
-        [--sigma 1.0] [--delta 1e-5] [--cells 1000] [--base-cells 2000]
+        [--sigma 1.0] [--delta 1e-5] [--cells DEFAULT_CELLS] [--base-cells 2000]
 
 For every (T, E): one bracket (both chains, both directions), then ε(δ) from it. Prints a
 Markdown table with the CPU seconds of the laws (``time.process_time``, one process, one
@@ -18,6 +18,7 @@ import platform
 import time
 
 from epscert.allocation import AllocationBracket
+from epscert.allocation.bracket import DEFAULT_CELLS
 
 
 def _ints(text: str) -> list[int]:
@@ -46,7 +47,7 @@ def main(argv=None) -> None:
     parser.add_argument("--epochs", default="1,10,100")
     parser.add_argument("--sigma", type=float, default=1.0)
     parser.add_argument("--delta", type=float, default=1e-5)
-    parser.add_argument("--cells", type=int, default=1000)
+    parser.add_argument("--cells", type=int, default=DEFAULT_CELLS)
     parser.add_argument("--base-cells", type=int, default=2000)
     args = parser.parse_args(argv)
     print(f"# machine: {platform.machine()} {platform.processor() or ''} {os.cpu_count()} cpus, "

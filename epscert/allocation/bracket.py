@@ -53,7 +53,7 @@ from epscert.params import BRACKET_MAX_STEPS as MAX_STEPS
 from epscert.params import BRACKET_MIN_SIGMA as MIN_SIGMA
 from epscert.params import Direction
 #: Default cells per level (uniform in log over the significant range).
-DEFAULT_CELLS = 1500
+DEFAULT_CELLS = 2000
 #: Default cells of the base law of W.
 DEFAULT_BASE_CELLS = 2000
 #: Default significance: mass below / first moment above the fine range, per level.
@@ -101,7 +101,7 @@ class AllocationBracket:
     sigma : noise multiplier, >= 0.3.
     steps : T, steps (batches) per epoch, in [1, 10^6].
     epochs : E, in [1, 1000].
-    cells : (keyword) cells per level, default ``DEFAULT_CELLS`` = 1500; more is tighter and slower
+    cells : (keyword) cells per level, default ``DEFAULT_CELLS`` = 2000; more is tighter and slower
         (cost ~ cells² per level).
     base_cells : (keyword) cells of the law of W, default ``DEFAULT_BASE_CELLS`` = 2000.
     tau : (keyword) per-level significance for the fine range, default 1e-18 (tightness only).

@@ -22,19 +22,27 @@ partial mean with nonnegative weights and in any partial product), so by inducti
 
     lower chain ≤_cx true law ≤_cx upper chain,   at every level.
 
-The grid is re-chosen at every level from the pair law itself: one bottom cell [0, g_0) (its
-spread endpoint 0 is an atom like any other), ``cells`` cells uniform in log z over the
-*significant range* (mass below it and first moment above it at most ``tau`` of the total),
-and ``_TOP_CELLS`` coarser log-uniform cells up to the largest atom. The grid affects only
-the tightness, never the soundness: contraction and spread are valid for any cells.
+The grid is re-chosen at every level from the two input laws: one bottom cell [0, g_0) (its
+spread endpoint 0 is an atom like any other), ``cells`` main cells over the *significant range*
+(mass below it and first moment above it at most ``tau`` of the total, bounded from above on
+groups of atoms, :func:`significant_range`), uniform in u/(1 + α|u|) with u the log z distance
+from the log of the mean in units of 1/16 of the range (:class:`_MainGrid`; finest at the centre,
+which dominates the width at every δ), and ``_TOP_CELLS`` coarser log-uniform cells up to the
+largest pair value. The grid affects only the tightness, never the soundness: contraction and
+spread are valid for any cells. Each computed pair value z is placed in the cell with
+e_k <= z < e_{k+1} *exactly* (a log-based guess is checked against both edges; misses are
+searched), so every spread moves each atom only to the edges of a cell that holds it.
 
 Floating point (phase "kernel", reported in :class:`KernelStats`): masses are products and
 sums of nonnegative numbers, so each computed mass has a *relative* error; the per-cell sum
-of ``count`` terms (``np.bincount`` adds sequentially) is within ``count·u`` relative, and a
+of ``count`` terms (``np.bincount`` adds sequentially, within one block of rows of the pair
+matrix; the per-block sums of the ``chunks`` blocks are then added in order) is within
+``(count + chunks)·u`` relative, and a
 product of two masses adds the two inputs' relative errors plus u. The recursion
-r_out = r_x + r_y + (count_max + 2)·u is returned as ``mass_rel_error``. Cell means are
-computed from offsets, μ = a + Σ m (z − a)/Σ m, so the error of μ is at most
-(count·h + 4)·u·μ with h the relative cell width; its effect on any later expectation of the
+r_out = r_x + r_y + (count_max + chunks + 2)·u is returned as ``mass_rel_error``. Cell means are
+computed from offsets, μ = a + Σ m (z − a)/Σ m (z − a is exact for a <= z <= 2a by Sterbenz,
+and z >= a holds exactly by the placement), so the error of μ is at most
+(2(count + chunks + 2)·h + 4)·u·μ with h the relative cell width; its effect on any later expectation of the
 functions above is at most that relative error times the first moment (remove; f is
 1-Lipschitz in the factor after scaling by the other factors' means) or the mass (add;
 e^ε·x·Lip <= 1 where the integrand is positive). ``value_abs_error`` collects that
@@ -52,14 +60,13 @@ import numpy as np
 UNIT_ROUNDOFF = 2.0**-53
 #: Coarse log-uniform cells above the significant range (tail first moment <= tau there).
 _TOP_CELLS = 16
-#: Probe bins used to locate the significant range (refined until it spans _MIN_PROBE_SPAN).
-_PROBE_BINS = 4096
-_MIN_PROBE_SPAN = 256
-_MAX_PROBE_PASSES = 6
+#: Groups of contiguous atoms per law used to bound the significant range (tightness only).
+_RANGE_GROUPS = 256
+_EDGE_ATOMS = 32
 #: Safety factor on the per-level floating-point allowance of the cell means.
 _FP_SAFETY = 2.0
-#: Row groups of the pair matrix accumulated separately (shortens the sequential sums).
-_CHUNKS = 32
+#: Pairs per block of rows of the pair matrix (each block is summed separately, cache-sized).
+_BLOCK_PAIRS = 1 << 16
 
 
 @dataclass(frozen=True)
@@ -116,34 +123,127 @@ def pair_law(x: CellLaw, y: CellLaw, op: str, weights: tuple[float, float] = (0.
     return z.ravel(), m.ravel(), rows
 
 
-def _significant_range(lz: np.ndarray, m: np.ndarray, mz: np.ndarray, tau: float) -> tuple[float, float]:
-    """[lo, hi] in log z with mass below lo and first moment above hi each <= tau of the total.
+def _groups(law: CellLaw, groups: int):
+    """Contiguous groups of atoms: (mass, first moment, smallest value, largest value) each.
 
-    Located on a probe histogram, refined until the range spans at least _MIN_PROBE_SPAN
-    probe bins (rounded outward to probe edges, so the criterion holds for the returned range).
+    The ``_EDGE_ATOMS`` lowest and highest atoms (the coarse top cells, the tails) are groups of
+    their own; the rest is cut into ``groups`` runs of about equal length.
     """
-    finite = np.isfinite(lz)
-    lo, hi = float(lz[finite].min()), float(lz[finite].max())
-    m_tot, f_tot = float(m.sum()), float(mz.sum())
-    for _ in range(_MAX_PROBE_PASSES):
-        if not hi > lo:
-            return lo, lo
-        width = (hi - lo) / _PROBE_BINS
-        idx = np.clip(np.floor((lz[finite] - lo) / width), 0, _PROBE_BINS - 1).astype(np.intp)
-        pm = np.bincount(idx, weights=m[finite], minlength=_PROBE_BINS)
-        pf = np.bincount(idx, weights=mz[finite], minlength=_PROBE_BINS)
-        below = np.cumsum(pm) + float(m[~finite].sum())  # mass at or below each probe bin
-        above = np.cumsum(pf[::-1])[::-1]  # first moment at or above each probe bin
-        k_lo = int(np.searchsorted(below, tau * m_tot, side="right"))  # bins < k_lo: mass <= tau
-        good = np.nonzero(above > tau * f_tot)[0]
-        k_hi = int(good[-1]) if good.size else _PROBE_BINS - 1  # bins > k_hi: moment <= tau
-        k_lo = min(k_lo, k_hi)
-        new_lo, new_hi = lo + k_lo * width, lo + (k_hi + 1) * width
-        span = k_hi + 1 - k_lo
-        lo, hi = new_lo, min(new_hi, hi)
-        if span >= _MIN_PROBE_SPAN:
-            break
-    return lo, hi
+    n = len(law)
+    k = min(_EDGE_ATOMS, n // 2)
+    starts = np.unique(np.concatenate([np.arange(k), np.linspace(k, n - k, groups + 1).astype(np.intp),
+                                       np.arange(n - k, n)]))
+    starts = starts[starts < n]
+    ends = np.append(starts[1:], n) - 1
+    mass = np.add.reduceat(law.masses, starts)
+    moment = np.add.reduceat(law.masses * law.values, starts)
+    return mass, moment, law.values[starts], law.values[ends]
+
+
+def _pair_values(a, b, op: str, wa: float, wb: float):
+    """The pair value op(a, b), formed exactly as in the kernel (so equal inputs round equally)."""
+    return wa * a + wb * b if op == "mean" else a * b
+
+
+def significant_range(x: CellLaw, y: CellLaw, op: str, weights: tuple[float, float],
+                      tau: float) -> tuple[float, float, float]:
+    """(lo, hi, top) in log z: mass below e^lo and first moment above e^hi each <= tau of the total.
+
+    Bounded on groups of contiguous atoms (``_RANGE_GROUPS`` per law): the pair of groups g, h
+    has values in [op(min_g, min_h), op(max_g, max_h)] (op is increasing in both arguments on
+    [0, ∞)), so counting its whole mass below t when its smallest value is < t (and its whole
+    first moment above t when its largest value is > t) over-estimates both tails; the range is
+    therefore at least as wide as the exact one. Only the tightness depends on it (module
+    docstring). ``top`` is the log of an upper bound on the largest pair value (the caller
+    compares the exact pair values with the top edge anyway).
+    """
+    wa, wb = weights
+    mx, fx, lx, ux = _groups(x, _RANGE_GROUPS)
+    my, fy, ly, uy = _groups(y, _RANGE_GROUPS)
+    zmin = _pair_values(lx[:, None], ly[None, :], op, wa, wb).ravel()
+    zmax = _pair_values(ux[:, None], uy[None, :], op, wa, wb).ravel()
+    mass = (mx[:, None] * my[None, :]).ravel()
+    if op == "mean":
+        moment = (wa * fx[:, None] * my[None, :] + wb * mx[:, None] * fy[None, :]).ravel()
+    else:
+        moment = (fx[:, None] * fy[None, :]).ravel()
+    with np.errstate(divide="ignore"):
+        order = np.argsort(zmin)
+        below = np.cumsum(mass[order])
+        k = min(int(np.searchsorted(below, tau * below[-1], side="right")), below.size - 1)
+        positive = zmin[zmin > 0.0]
+        lo = math.log(max(zmin[order][k], positive.min() if positive.size else 0.0) or 1.0)
+        order = np.argsort(zmax)[::-1]
+        above = np.cumsum(moment[order])
+        k = min(int(np.searchsorted(above, tau * above[-1], side="right")), above.size - 1)
+        hi = math.log(zmax[order][k]) if zmax[order][k] > 0.0 else lo
+        top_value = float(zmax.max())
+        top = math.log(top_value) if top_value > 0.0 else lo
+    hi = min(max(hi, lo), top)
+    return lo, hi, top
+
+
+#: α of the main grid's density (1 + α|u|)^-2 (:class:`_MainGrid`); 0 is uniform in log z.
+TAIL_FOCUS = 0.3
+
+
+@dataclass(frozen=True)
+class _MainGrid:
+    """Main cells uniform in g(u) = u/(1 + α|u|), u = (log z − c)/s: density (1 + α|u|)^-2 in
+    log z, finest at the centre c (log of the mean) and coarser in the tails. Only the tightness
+    depends on it (module docstring); the kernel checks every placement against the edges."""
+
+    c: float
+    s: float
+    alpha: float
+    g0: float
+    scale: float
+    log_edges: np.ndarray
+
+    @staticmethod
+    def build(x, y, op, weights, lo, hi, n):
+        wa, wb = weights
+        mx, my = x.first_moment / max(x.mass, 1e-300), y.first_moment / max(y.mass, 1e-300)
+        mean = wa * mx + wb * my if op == "mean" else mx * my
+        c = min(max(math.log(mean), lo), hi) if mean > 0.0 else 0.5 * (lo + hi)
+        s = (hi - lo) / 16.0
+        alpha = TAIL_FOCUS
+        g0, g1 = _squash((lo - c) / s, alpha), _squash((hi - c) / s, alpha)
+        v = g0 + (g1 - g0) * np.arange(n + 1) / n
+        log_edges = c + s * v / (1.0 - alpha * np.abs(v))
+        log_edges[0], log_edges[-1] = lo, hi
+        return _MainGrid(c, s, alpha, g0, n / (g1 - g0), np.maximum.accumulate(log_edges))
+
+    def position(self, lz):
+        """1 + (continuous) index of the main cell of log z (a guess; the caller checks it)."""
+        u = lz
+        u -= self.c
+        u *= 1.0 / self.s
+        if self.alpha:
+            w = np.abs(u)
+            w *= self.alpha
+            w += 1.0
+            u /= w
+        u -= self.g0
+        u *= self.scale
+        u += 1.0
+        return u
+
+
+def _squash(u: float, alpha: float) -> float:
+    return u / (1.0 + alpha * abs(u))
+
+
+def _block_masses(x: CellLaw, y: CellLaw, r0: int, r1: int, c0: int, symmetric: bool) -> np.ndarray:
+    """Masses of the pairs (i, j), r0 <= i < r1, j >= c0; in the symmetric case (c0 = r0) pairs
+    with j < i get 0 and pairs with j > i twice their mass (exact: multiplication by 0, 1, 2)."""
+    m = x.masses[r0:r1, None] * y.masses[None, c0:]
+    if symmetric:
+        rows = r1 - r0
+        factor = np.tri(rows, rows, -1, dtype=np.float64).T * 2.0 + np.eye(rows)
+        m[:, :rows] *= factor
+        m[:, rows:] *= 2.0
+    return m
 
 
 def combine(x: CellLaw, y: CellLaw, op: str, chain: str, *, cells: int, tau: float,
@@ -154,51 +254,63 @@ def combine(x: CellLaw, y: CellLaw, op: str, chain: str, *, cells: int, tau: flo
     ``copies`` bounds how often the output law appears as an independent factor/summand in the
     final product over all epochs, ``weight_total`` the sum of its linear weights there (E for
     per-epoch laws, E/2^j for a block of 2^j epochs); both only scale the floating-point share.
+
+    The n² pairs are formed in blocks of rows (``_BLOCK_PAIRS`` pairs, cache-sized); each block
+    is accumulated by its own sequential sums, and the blocks' per-cell sums are then added in
+    order. Every pair is placed in the cell [e_k, e_{k+1}) that holds its computed value
+    exactly: a log-based guess, then a check against both edges and a search for the rare misses.
     """
     if chain not in ("lower", "upper"):
         raise ValueError(f"chain must be 'lower' or 'upper', got chain={chain!r}")
-    z, m, rows = pair_law(x, y, op, weights)
-    keep = m > 0.0
-    z, m, rows = z[keep], m[keep], rows[keep]
-    with np.errstate(divide="ignore"):
-        lz = np.log(z)
-    mz = m * z
-    lo, hi = _significant_range(lz, m, mz, tau)
-    top = float(lz[np.isfinite(lz)].max()) if np.any(np.isfinite(lz)) else lo
+    if op not in ("mean", "product"):
+        raise ValueError(f"op must be 'mean' or 'product', got op={op!r}")
+    wa, wb = weights
+    symmetric = y is x and (op == "product" or wa == wb)
+    lo, hi, top = significant_range(x, y, op, weights, tau)
     # boundaries: 0 | exp(lo) ... exp(hi) (cells) ... exp(top) (_TOP_CELLS)
     n_main = cells if hi > lo else 0
-    main = np.linspace(lo, hi, n_main + 1) if n_main else np.array([lo])
+    grid = _MainGrid.build(x, y, op, weights, lo, hi, n_main) if n_main else None
+    main = grid.log_edges if n_main else np.array([lo])
     n_top = _TOP_CELLS if top > main[-1] else 0
     upper_part = np.linspace(main[-1], top, n_top + 1)[1:] if n_top else np.empty(0)
-    log_edges = np.concatenate([main, upper_part])
-    edges = np.concatenate([[0.0], np.exp(log_edges)])
-    if n_top:
-        edges[-1] = max(edges[-1], float(z.max()))  # the top edge must hold the largest atom
+    edges = np.concatenate([[0.0], np.exp(np.concatenate([main, upper_part]))])
+    z_max = float(_pair_values(x.values[-1:], y.values[-1:], op, wa, wb)[0])
+    edges[-1] = max(edges[-1], z_max)  # the top edge holds the largest pair value
+    edges = np.maximum.accumulate(edges)
     n_cells = edges.size - 1
-    # cell index: 0 = [0, e^lo), then uniform-in-log cells, then the top cells
-    idx = np.zeros(z.size, dtype=np.intp)
-    fin = np.isfinite(lz)
-    if n_main:
-        step = (hi - lo) / n_main
-        k = np.floor((lz[fin] - lo) / step).astype(np.intp) + 1
-        if n_top:
-            step_t = (top - hi) / n_top
-            kt = np.floor((lz[fin] - hi) / step_t).astype(np.intp) + 1 + n_main
-            k = np.where(lz[fin] >= hi, kt, k)
-        idx[fin] = np.clip(k, 0, n_cells - 1)
-    left = edges[idx]
-    # chunked accumulation: rows of the pair matrix in _CHUNKS groups, one bincount, then a
-    # short sum over chunks; per-cell sum error <= (max chunk-cell count + _CHUNKS)·u relative
-    n_rows = len(x)
-    chunks = min(_CHUNKS, n_rows)
-    row_chunk = (np.arange(n_rows) * chunks) // n_rows
-    chunk_of_pair = row_chunk[rows]
-    flat = idx + n_cells * chunk_of_pair
-    size = n_cells * chunks
-    mass = np.bincount(flat, weights=m, minlength=size).reshape(chunks, n_cells).sum(axis=0)
-    offset = np.bincount(flat, weights=m * (z - left), minlength=size).reshape(chunks, n_cells).sum(axis=0)
-    counts = np.bincount(flat, minlength=size).reshape(chunks, n_cells).max(axis=0)
     width = np.diff(edges)
+    right = edges[1:]
+    inv = n_main / (hi - lo) if n_main else 0.0
+    mass = np.zeros(n_cells)
+    offset = np.zeros(n_cells)
+    counts = np.zeros(n_cells, dtype=np.int64)
+    n_rows, n_cols = len(x), len(y)
+    rows_per_block = max(1, _BLOCK_PAIRS // max(1, n_cols))
+    chunks = 0
+    for r0 in range(0, n_rows, rows_per_block):
+        r1 = min(n_rows, r0 + rows_per_block)
+        c0 = r0 if symmetric else 0
+        z = _pair_values(x.values[r0:r1, None], y.values[None, c0:], op, wa, wb).ravel()
+        m = _block_masses(x, y, r0, r1, c0, symmetric).ravel()
+        with np.errstate(divide="ignore"):
+            t = np.log(z)
+        if grid is not None:
+            np.maximum(t, lo - 1.0, out=t)  # log 0 = -inf: the bottom cell (no inf/inf below)
+            t = grid.position(t)
+        np.clip(t, 0.0, n_main + 1.0, out=t)
+        idx = t.astype(np.intp)
+        np.minimum(idx, n_cells - 1, out=idx)
+        d = z - edges[idx]
+        miss = np.flatnonzero((d < 0.0) | (z >= right[idx]))
+        if miss.size:  # exact placement: e_k <= z < e_{k+1} (the last cell closed)
+            k = np.searchsorted(edges, z[miss], side="right") - 1
+            idx[miss] = np.clip(k, 0, n_cells - 1)
+            d[miss] = z[miss] - edges[idx[miss]]
+        d *= m
+        mass += np.bincount(idx, weights=m, minlength=n_cells)
+        offset += np.bincount(idx, weights=d, minlength=n_cells)
+        np.maximum(counts, np.bincount(idx, minlength=n_cells), out=counts)
+        chunks += 1
     occupied = mass > 0.0
     # relative position of the mean in its cell, clipped to [0, 1] (rounding only)
     frac = np.zeros(n_cells)

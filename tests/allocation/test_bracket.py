@@ -183,3 +183,14 @@ def test_overlaps_pld_accounting(delta, sigma, steps, epochs):
 @pytest.mark.parametrize("delta,sigma,steps,epochs", PLD_SLOW)
 def test_overlaps_pld_accounting_large(delta, sigma, steps, epochs):
     _against_pld_accounting(delta, sigma, steps, epochs)
+
+
+@pytest.mark.parametrize("sigma,steps,epochs", [(1.0, 100, 1), (2.0, 64, 2), (1.0, 300, 3)])
+def test_default_width_at_most_one_percent(sigma, steps, epochs):
+    """The issue's target: upper/lower − 1 <= 1% wherever 1e-10 <= δ <= 1e-3 (default settings)."""
+    b = AllocationBracket(sigma, steps, epochs)
+    eps = np.linspace(0.0, 30.0, 6001)
+    up, lo = b.delta(eps)
+    sel = (lo >= 1e-10) & (up <= 1e-3)
+    assert sel.sum() > 50
+    assert np.max(up[sel] / lo[sel] - 1.0) <= 1e-2
