@@ -18,6 +18,7 @@ from epscert.bounds.truncated_lcb import LEVELS, truncation_levels
 from epscert.montecarlo import accumulator as acc_mod
 from epscert.montecarlo.conditional import conditional_sampler
 from epscert.montecarlo.exactfloat import UNIT_LOG2
+from epscert.montecarlo.samplers.base import BLOCK_ELEMENTS
 from epscert.params import CertifyConfig, Direction, Method
 from epscert.rng import shard_generator
 from epscert.montecarlo.samplers import loss_sampler
@@ -81,8 +82,8 @@ def run_conditional_shard(task: ShardTask, progress: Callable[[int], None] | Non
     config, method = task.config, task.method
     sampler = conditional_sampler(config, method)
     key = config.sampling_key(method)
-    block = sampler.block_size()
     n_eps = len(config.epsilons)
+    block = max(1, min(sampler.block_size(), BLOCK_ELEMENTS // (n_eps * LEVELS)))  # the extra sums' array
     directions = config.direction.parts()
     acc = acc_mod.create(directions, n_eps, UNIT_LOG2, n_eps * LEVELS)
     for direction in directions:
