@@ -125,3 +125,16 @@ def test_truncated_lcb_coverage_on_a_heavy_range():
     assert fails <= 45
     assert np.median(lcbs) > 0.5e-3  # the truncation does its job: not ~ B-limited
     assert len(taus) == LEVELS
+
+
+def test_waves_stop_at_the_target_width_and_spend_beta_validly():
+    from epscert.results.waves import relative_width, waves_rows
+    lines = []
+    cfg = CertifyConfig(sampler="balls_and_bins", sigma=0.8, steps=2, epsilons=(0.5,), methods=("conditional",),
+                        samples=200, direction="add", seed=2)
+    rows = waves_rows(cfg, Method.CONDITIONAL, 0.5, 200 * 15, progress=lines.append)
+    k = len(lines) - 1  # last wave index: β_k = β 2^{-(k+1)}, n = 200 (2^{k+1} - 1)
+    assert rows[0]["error_prob"] == pytest.approx(cfg.error_prob * 2.0 ** -(k + 1))
+    assert rows[0]["samples"] == 200 * (2 ** (k + 1) - 1)
+    assert "width" in lines[-1]
+    assert relative_width(rows) <= 1.5 or rows[0]["samples"] == 3000
