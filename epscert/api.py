@@ -11,7 +11,10 @@ from typing import Callable, Sequence
 import pyarrow as pa
 
 from epscert.params import DEFAULT_ERROR_PROB, DEFAULT_SAMPLES, CertifyConfig
+from epscert.results.rows import analytic_rows
 from epscert.results.tables import certify_config
+from epscert.results.waves import waves_rows
+from epscert.schema import to_table
 
 __all__ = ["certify", "certify_config"]
 
@@ -33,6 +36,8 @@ def certify(
     dataset_size: int | None = None,
     max_batch_size: int | None = None,
     progress: Callable[[int], None] | None = None,
+    target_rel_width: float | None = None,
+    max_samples: int | None = None,
 ) -> pa.Table:
     """δ(ε) of a DP-SGD batch sampler, with certified Monte Carlo bounds and analytic baselines.
 
@@ -42,6 +47,9 @@ def certify(
     arguments raise ``ValueError`` naming the field and value before any sampling.
     ``dataset_size`` and ``max_batch_size`` (together) add the truncated-batch penalty.
     Returns one row per (method, direction, ε) in :data:`epscert.schema.RESULTS_SCHEMA`.
+    ``target_rel_width`` (with ``max_samples``, default 64 x ``samples``): Monte Carlo methods run
+    waves of doubling samples until UCB / LCB <= 1 + w (:mod:`epscert.results.waves`, β spent as
+    β·2^{-(k+1)} in wave k).
     """
     kwargs = {} if pld_discretization is None else {"pld_discretization": pld_discretization}
     config = CertifyConfig(
@@ -50,5 +58,14 @@ def certify(
         direction=direction, orders=orders, shards=shards, dataset_size=dataset_size,
         max_batch_size=max_batch_size, **kwargs,
     )
-    return certify_config(config, progress=progress)
+    if target_rel_width is None:
+        return certify_config(config, progress=progress)
+    budget = 64 * config.samples if max_samples is None else max_samples
+    rows = []
+    for method in config.resolved:
+        if method.is_monte_carlo:
+            rows.extend(waves_rows(config, method, target_rel_width, budget))
+        else:
+            rows.extend(analytic_rows(config, method))
+    return to_table(rows)
 

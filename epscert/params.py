@@ -75,6 +75,8 @@ class Method(str, enum.Enum):
     PLD_LOWER = "pld_lower"
     RDP_UPPER = "rdp_upper"
     CUBE_LOWER_BOUND = "cube_lower_bound"
+    CONDITIONAL = "conditional"
+    CONDITIONAL_ORDER_STATS = "conditional_order_stats"
 
     @property
     def is_monte_carlo(self) -> bool:
@@ -86,18 +88,25 @@ class Method(str, enum.Enum):
 
     @property
     def uses_order_stats(self) -> bool:
-        return self in (Method.ORDER_STATS, Method.IMPORTANCE_ORDER_STATS)
+        return self in (Method.ORDER_STATS, Method.IMPORTANCE_ORDER_STATS, Method.CONDITIONAL_ORDER_STATS)
+
+    @property
+    def is_conditional(self) -> bool:
+        """Conditional Monte Carlo (epscert.montecarlo.conditional): one epoch, ε0-dependent ADD event."""
+        return self in (Method.CONDITIONAL, Method.CONDITIONAL_ORDER_STATS)
 
 
 _MONTE_CARLO = frozenset(
-    {Method.NAIVE, Method.IMPORTANCE, Method.ORDER_STATS, Method.IMPORTANCE_ORDER_STATS}
+    {Method.NAIVE, Method.IMPORTANCE, Method.ORDER_STATS, Method.IMPORTANCE_ORDER_STATS,
+     Method.CONDITIONAL, Method.CONDITIONAL_ORDER_STATS}
 )
 
 #: Which methods each sampler supports (AUTO resolves to one Monte Carlo method).
 SUPPORTED_METHODS: dict[Sampler, frozenset[Method]] = {
     Sampler.BALLS_AND_BINS: frozenset(
         {Method.NAIVE, Method.IMPORTANCE, Method.ORDER_STATS, Method.IMPORTANCE_ORDER_STATS,
-         Method.AUTO, Method.CUBE_LOWER_BOUND, Method.PLD_UPPER, Method.PLD_LOWER}
+         Method.AUTO, Method.CUBE_LOWER_BOUND, Method.PLD_UPPER, Method.PLD_LOWER, Method.CONDITIONAL,
+         Method.CONDITIONAL_ORDER_STATS}
     ),
     Sampler.DETERMINISTIC: frozenset({Method.NAIVE, Method.IMPORTANCE, Method.AUTO, Method.EXACT}),
     Sampler.POISSON: frozenset(
@@ -364,9 +373,9 @@ class CertifyConfig:
 
     def _check_importance(self) -> None:
         for m in self.methods:
-            if m.uses_importance and self.epochs > 1:
+            if (m.uses_importance or m.is_conditional) and self.epochs > 1:
                 raise ValueError(
-                    f"method={m.value!r} needs epochs=1 (importance sampling for several epochs is an "
+                    f"method={m.value!r} needs epochs=1 (importance or conditional sampling for several epochs is an "
                     f"open problem, SPEC §4), got epochs={self.epochs}"
                 )
 
@@ -482,7 +491,7 @@ class CertifyConfig:
             "sampler": self.sampler.value, "steps": self.steps,
             "epochs": self.epochs, "method": method.value,
             "orders": self.orders if method.uses_order_stats else None,
-            "epsilon0": min(self.epsilons) if method.uses_importance else None,
+            "epsilon0": min(self.epsilons) if (method.uses_importance or method.is_conditional) else None,
         }
         return int.from_bytes(_stable_hash(payload)[:8], "big")
 

@@ -280,7 +280,6 @@ def combine(x: CellLaw, y: CellLaw, op: str, chain: str, *, cells: int, tau: flo
     n_cells = edges.size - 1
     width = np.diff(edges)
     right = edges[1:]
-    inv = n_main / (hi - lo) if n_main else 0.0
     mass = np.zeros(n_cells)
     offset = np.zeros(n_cells)
     counts = np.zeros(n_cells, dtype=np.int64)

@@ -75,3 +75,38 @@ def standard_error(mean: float, mean_sq: float, count: int, scale: float = 1.0) 
         return math.inf
     var = max(mean_sq - mean * mean, 0.0) * count / (count - 1)
     return scale * math.sqrt(var / count)
+
+
+def kl_lcb(mean: float, count: int, error_prob: float, scale: float = 1.0) -> float:
+    """KL–Chernoff lower confidence bound at failure probability ``error_prob``.
+
+    ``mean`` is the empirical mean of ``count`` i.i.d. values in [0, scale]. Chernoff–Hoeffding
+    for the upper tail, Pr[p̂ >= p + t] <= exp(-m kl(p + t || p)), gives: the largest p in
+    [0, p̂] with m kl(p̂ || p) >= log(1/β) (0 if none) is below the true mean except with
+    probability <= β. Bisection keeps the lower end of the bracket, which is then deflated by
+    ``UCB_SAFETY`` (relative), so numerical error can only lower the bound.
+    """
+    if count < 1:
+        raise ValueError(f"count must be >= 1, got count={count}")
+    if not 0.0 < error_prob < 1.0:
+        raise ValueError(f"error_prob must be in (0, 1), got error_prob={error_prob}")
+    if not scale > 0.0:
+        return 0.0
+    p_hat = min(max(mean / scale, 0.0), 1.0)
+    target = math.log(1.0 / error_prob) / count
+    if p_hat <= 0.0:
+        return 0.0
+    if p_hat >= 1.0:  # kl(1 || p) = -log p: closed form
+        return scale * math.exp(-target) * (1.0 - UCB_SAFETY)
+    lo, hi = 0.0, p_hat
+    if bernoulli_kl(p_hat, lo) < target:
+        return 0.0
+    for _ in range(_MAX_ITER):
+        mid = 0.5 * (lo + hi)
+        if bernoulli_kl(p_hat, mid) >= target:
+            lo = mid
+        else:
+            hi = mid
+        if hi - lo <= UCB_REL_TOL * hi:
+            break
+    return scale * lo * (1.0 - UCB_SAFETY)

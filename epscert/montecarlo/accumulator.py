@@ -4,6 +4,9 @@ Y = (1 - e^{ε - ℓ})_+ ∈ [0, 1] for each sampled directional loss ℓ; sums 
 integers on the 2**-52 grid (:mod:`epscert.montecarlo.exactsum`), so ``merge`` is associative,
 commutative and bit-for-bit independent of how samples were split across shards.
 The importance scale s is not stored: it is a function of the configuration.
+Conditional Monte Carlo values (not bounded by 1, often far below 2**-52) are summed exactly
+in units 2**-1126 instead (:mod:`epscert.montecarlo.exactfloat`, ``unit_log2``), with ``extra``
+sums (the truncated sums of its lower confidence bound); sums in different units never merge.
 
 API in the create / add / merge / result shape that a Beam CombineFn wraps.
 """
@@ -11,11 +14,13 @@ API in the create / add / merge / result shape that a Beam CombineFn wraps.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Iterable
 
 import numpy as np
 
-from epscert.montecarlo.exactsum import grid_mean, grid_sum_rows
+from epscert.montecarlo.exactfloat import UNIT_LOG2, float_sum_rows
+from epscert.montecarlo.exactsum import GRID_LOG2, grid_sum_rows
 from epscert.params import Direction
 
 
@@ -26,21 +31,34 @@ class DirectionSums:
     count: int
     sum_y: tuple[int, ...]
     sum_y2: tuple[int, ...]
+    unit_log2: int = GRID_LOG2
+    extra: tuple[int, ...] = ()
 
     def __add__(self, other: "DirectionSums") -> "DirectionSums":
         if len(self.sum_y) != len(other.sum_y):
             raise ValueError(f"cannot merge sums over {len(self.sum_y)} and {len(other.sum_y)} epsilons")
+        if self.unit_log2 != other.unit_log2 or len(self.extra) != len(other.extra):
+            raise ValueError(f"cannot merge sums in units 2**-{self.unit_log2} ({len(self.extra)} extra) with "
+                             f"sums in units 2**-{other.unit_log2} ({len(other.extra)} extra)")
         return DirectionSums(
             self.count + other.count,
             tuple(a + b for a, b in zip(self.sum_y, other.sum_y)),
             tuple(a + b for a, b in zip(self.sum_y2, other.sum_y2)),
+            self.unit_log2,
+            tuple(a + b for a, b in zip(self.extra, other.extra)),
         )
 
+    def _mean(self, units: int) -> float:
+        return float(Fraction(units, self.count << self.unit_log2)) if self.count else 0.0
+
     def mean(self, i: int) -> float:
-        return grid_mean(self.sum_y[i], self.count) if self.count else 0.0
+        return self._mean(self.sum_y[i])
 
     def mean_sq(self, i: int) -> float:
-        return grid_mean(self.sum_y2[i], self.count) if self.count else 0.0
+        return self._mean(self.sum_y2[i])
+
+    def mean_extra(self, i: int) -> float:
+        return self._mean(self.extra[i])
 
 
 @dataclass(frozen=True)
@@ -60,9 +78,9 @@ class Accumulator:
         return tuple(d for d, _ in self.parts)
 
 
-def create(directions: Iterable[Direction], n_eps: int) -> Accumulator:
+def create(directions: Iterable[Direction], n_eps: int, unit_log2: int = GRID_LOG2, n_extra: int = 0) -> Accumulator:
     """The empty accumulator (identity of ``merge``)."""
-    zero = DirectionSums(0, (0,) * n_eps, (0,) * n_eps)
+    zero = DirectionSums(0, (0,) * n_eps, (0,) * n_eps, unit_log2, (0,) * n_extra)
     return Accumulator(tuple((d, zero) for d in sorted(set(directions), key=lambda d: d.value)))
 
 
@@ -88,6 +106,16 @@ def add(acc: Accumulator, direction: Direction, losses: np.ndarray, epsilons: tu
         y *= y
         sums_y2 = [a + b for a, b in zip(sums_y2, grid_sum_rows(y))]
     block = DirectionSums(int(losses.size), tuple(sums_y), tuple(sums_y2))
+    return merge([acc, Accumulator(((direction, block),))])
+
+
+def add_values(acc: Accumulator, direction: Direction, values: np.ndarray, extra: np.ndarray) -> Accumulator:
+    """Fold (|grid|, n) non-negative values and (k, n) extra values in, summed exactly (units 2**-1126)."""
+    values = np.asarray(values, dtype=np.float64)
+    sums_y = float_sum_rows(values)
+    sums_y2 = float_sum_rows(values * values)
+    block = DirectionSums(int(values.shape[1]), tuple(sums_y), tuple(sums_y2), UNIT_LOG2,
+                          tuple(float_sum_rows(extra)))
     return merge([acc, Accumulator(((direction, block),))])
 
 

@@ -12,7 +12,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
+import numpy as np
+
+from epscert.bounds.truncated_lcb import LEVELS, truncation_levels
 from epscert.montecarlo import accumulator as acc_mod
+from epscert.montecarlo.conditional import conditional_sampler
+from epscert.montecarlo.exactfloat import UNIT_LOG2
+from epscert.montecarlo.samplers.base import BLOCK_ELEMENTS
 from epscert.params import CertifyConfig, Direction, Method
 from epscert.rng import shard_generator
 from epscert.montecarlo.samplers import loss_sampler
@@ -48,6 +54,8 @@ def run_shard(task: ShardTask, progress: Callable[[int], None] | None = None) ->
     ``progress(n)`` is called after every block with the number of samples just done.
     """
     config, method = task.config, task.method
+    if method.is_conditional:
+        return run_conditional_shard(task, progress)
     sampler = loss_sampler(config, method)
     key = config.sampling_key(method)
     block = sampler.block_size()
@@ -62,6 +70,31 @@ def run_shard(task: ShardTask, progress: Callable[[int], None] | None = None) ->
             rng = shard_generator(config.seed, key, task.shard_index, _DIRECTION_INDEX[direction], b)
             losses = sampler.draw(rng, n, direction)
             acc = acc_mod.add(acc, direction, losses, config.epsilons)
+            if progress is not None:
+                progress(n)
+    return acc
+
+
+def run_conditional_shard(task: ShardTask, progress: Callable[[int], None] | None = None) -> acc_mod.Accumulator:
+    """Conditional Monte Carlo shard: per direction and ε, exact Σ Y, Σ Y² and the truncated sums
+    Σ min(Y, τ_k) of :mod:`epscert.bounds.truncated_lcb` (``extra``, ε-major), same seeding as
+    :func:`run_shard`."""
+    config, method = task.config, task.method
+    sampler = conditional_sampler(config, method)
+    key = config.sampling_key(method)
+    n_eps = len(config.epsilons)
+    block = max(1, min(sampler.block_size(), BLOCK_ELEMENTS // (n_eps * LEVELS)))  # the extra sums' array
+    directions = config.direction.parts()
+    acc = acc_mod.create(directions, n_eps, UNIT_LOG2, n_eps * LEVELS)
+    for direction in directions:
+        ranges = sampler.value_range(direction, config.epsilons)
+        taus = np.stack([truncation_levels(float(b)) for b in ranges])[:, :, None]  # (|ε|, LEVELS, 1)
+        for b, start in enumerate(range(0, task.samples, block)):
+            n = min(block, task.samples - start)
+            rng = shard_generator(config.seed, key, task.shard_index, _DIRECTION_INDEX[direction], b)
+            y = sampler.draw(rng, n, direction, config.epsilons)
+            extra = np.minimum(y[:, None, :], taus).reshape(n_eps * LEVELS, n)
+            acc = acc_mod.add_values(acc, direction, y, extra)
             if progress is not None:
                 progress(n)
     return acc
@@ -88,7 +121,7 @@ MAX_AUTO_SHARDS = 10_000
 
 def estimated_seconds(config: CertifyConfig, method: Method, samples: int | None = None) -> float:
     """Rough single-core time to draw ``samples`` samples of ``method`` (both directions)."""
-    sampler = loss_sampler(config, method)
+    sampler = conditional_sampler(config, method) if method.is_conditional else loss_sampler(config, method)
     n = config.samples if samples is None else samples
     per_sample = sampler.width() * config.epochs * len(config.direction.parts())
     if method.uses_order_stats:

@@ -21,6 +21,8 @@ from epscert.analytic.poisson import poisson_pld_bounds, poisson_rdp_delta
 from epscert.analytic.resolution import UNDERFLOW_FLOOR
 from epscert.bounds.kl import kl_ucb, standard_error
 from epscert.bounds.monotone import monotone_lower, monotone_upper
+from epscert.bounds.truncated_lcb import LEVELS, truncated_lcb
+from epscert.montecarlo.conditional import FLOAT_REL, conditional_sampler
 from epscert.params import CertifyConfig, Direction, Method, Sampler
 from epscert.montecarlo.samplers import loss_sampler
 from epscert.analytic.truncation import config_penalty
@@ -68,6 +70,8 @@ def apply_truncation(config: CertifyConfig, rows: list[dict]) -> list[dict]:
 
 def mc_rows(config: CertifyConfig, method: Method, acc: acc_mod.Accumulator, wall_seconds: float) -> list[dict]:
     """Rows for a merged Monte Carlo accumulator: one per direction and ε, plus 'both'."""
+    if method.is_conditional:
+        return conditional_rows(config, method, acc, wall_seconds)
     sampler = loss_sampler(config, method)
     parts = config.direction.parts()
     beta = config.error_prob / len(parts)
@@ -98,6 +102,61 @@ def mc_rows(config: CertifyConfig, method: Method, acc: acc_mod.Accumulator, wal
             row.update(direction=Direction.BOTH.value, error_prob=config.error_prob,
                        delta=max(per_dir[d][i]["delta"] for d in parts),
                        delta_upper=max(per_dir[d][i]["delta_upper"] for d in parts))
+            rows.append(row)
+    return apply_truncation(config, rows)
+
+
+CONDITIONAL_BOUND_NAME = "kl_chernoff_proven_range+truncated_kl_lcb"
+
+
+def conditional_rows(config: CertifyConfig, method: Method, acc: acc_mod.Accumulator,
+                     wall_seconds: float) -> list[dict]:
+    """Rows of the conditional estimator (epscert.montecarlo.conditional): δ = s·E[Y], Y in [0, B(ε)].
+
+    delta_upper: KL–Chernoff at scale s·B(ε) (valid at β per direction; loose for REMOVE, whose
+    proven range T δ_1(ε) is far above δ), made non-increasing in ε as in :func:`monotone_ucbs`.
+    delta_lower (plain variant only): the truncated KL lower bound of epscert.bounds.truncated_lcb,
+    a separate statement at the same β. The order-statistics variant's values are raised ones
+    (pessimistic), so it has no lower bound. Means are inflated / deflated by FLOAT_REL first.
+    """
+    sampler = conditional_sampler(config, method)
+    parts = config.direction.parts()
+    beta = config.error_prob / len(parts)
+    rows: list[dict] = []
+    per_dir: dict[Direction, list[dict]] = {}
+    for direction in parts:
+        sums = acc[direction]
+        scale = math.exp(sampler.log_scale(direction))
+        ranges = sampler.value_range(direction, config.epsilons).tolist()
+        ucbs = [kl_ucb(scale * sums.mean(i) * (1.0 + FLOAT_REL), sums.count, beta, scale=scale * b)
+                for i, b in enumerate(ranges)]
+        for i in range(len(ucbs) - 2, -1, -1):
+            ucbs[i] = max(ucbs[i], ucbs[i + 1])
+        per_dir[direction] = []
+        for i, eps in enumerate(config.epsilons):
+            mean = sums.mean(i)
+            lower = None
+            if not method.uses_order_stats and sums.count:
+                trunc = [sums.mean_extra(i * LEVELS + k) for k in range(LEVELS)]
+                lower = scale * truncated_lcb(trunc, ranges[i], sums.count, beta, FLOAT_REL)
+            row = base_row(config, method, direction, eps, wall_seconds)
+            row.update(
+                delta=scale * mean, delta_upper=min(1.0, ucbs[i]), delta_lower=lower,
+                std_error=standard_error(mean, sums.mean_sq(i), sums.count, scale),
+                samples=sums.count, error_prob=beta, seed=str(config.seed),
+                orders=config.orders if method.uses_order_stats else None,
+                scale=scale, bound=CONDITIONAL_BOUND_NAME, guarantee=sampler.guarantee,
+            )
+            per_dir[direction].append(row)
+        rows.extend(per_dir[direction])
+    if config.direction is Direction.BOTH:
+        for i, eps in enumerate(config.epsilons):
+            row = dict(max((per_dir[d][i] for d in parts), key=lambda r: (r["delta_upper"], r["delta"])))
+            lowers = [per_dir[d][i]["delta_lower"] for d in parts]
+            row.update(direction=Direction.BOTH.value, error_prob=config.error_prob,
+                       delta=max(per_dir[d][i]["delta"] for d in parts),
+                       delta_upper=max(per_dir[d][i]["delta_upper"] for d in parts),
+                       delta_lower=None if None in lowers else max(lowers))
             rows.append(row)
     return apply_truncation(config, rows)
 
