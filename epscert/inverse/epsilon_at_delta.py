@@ -143,8 +143,8 @@ def _delta_curve(config: CertifyConfig, method: Method, direction: Direction):
         pmf = pld._pmf_remove if direction is Direction.REMOVE else pld._pmf_add  # noqa: SLF001
         return lambda e: pmf_delta(pmf, e, upper)
     if method is Method.CUBE_LOWER_BOUND:
-        pair = "balls_and_bins" if config.sampler is Sampler.BALLS_AND_BINS else "shuffle"
-        persistent = config.sampler is Sampler.SHUFFLE_PERSISTENT
+        pair = "balls_and_bins" if config.sampler.base is Sampler.BALLS_AND_BINS else "shuffle"
+        persistent = config.sampler.is_persistent
         sigma, epochs = (s / math.sqrt(E), 1) if persistent else (s, E)
         if epochs == 1:
             return lambda e: float(cube_lower_bound(sigma, T, [e], pair, direction)[0])

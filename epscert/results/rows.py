@@ -141,9 +141,9 @@ def _analytic_values(config: CertifyConfig, method: Method, direction: Direction
     if method is Method.RDP_UPPER:
         return poisson_rdp_delta(s, T, E, eps), "upper_bound", "rdp"
     if method is Method.CUBE_LOWER_BOUND:
-        pair = "balls_and_bins" if config.sampler is Sampler.BALLS_AND_BINS else "shuffle"
-        sigma = s / math.sqrt(E) if config.sampler is Sampler.SHUFFLE_PERSISTENT else s
-        epochs = 1 if config.sampler is Sampler.SHUFFLE_PERSISTENT else E
+        pair = "balls_and_bins" if config.sampler.base is Sampler.BALLS_AND_BINS else "shuffle"
+        sigma = s / math.sqrt(E) if config.sampler.is_persistent else s
+        epochs = 1 if config.sampler.is_persistent else E
         if epochs == 1:
             return cube_lower_bound(sigma, T, eps, pair, direction), "lower_bound", "cube"
         vals = composed_lower_bound(sigma, T, epochs, eps, pair, direction, config.pld_discretization)
