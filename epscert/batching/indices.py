@@ -131,6 +131,13 @@ class BatchIndexSampler:
         for step in range(first_step, T):
             yield order[edges[step]:edges[step + 1]]
 
+    @property
+    def expected_batch_size(self) -> float:
+        """E[global batch size]: n/T for Balls-and-Bins and Poisson, b for the fixed-size samplers."""
+        if self.sampler.base in (Sampler.BALLS_AND_BINS, Sampler.POISSON):
+            return self.dataset_size / self.steps_per_epoch
+        return float(self.batch_size)
+
     def accountant_arguments(self) -> dict:
         """The :class:`epscert.Accountant` arguments that certify exactly this run."""
         return {"sampler": self.sampler.value, "steps": self.steps_per_epoch, "epochs": self.epochs}
