@@ -1,6 +1,7 @@
 """Batch indices for a training loop, one law per sampler that epscert certifies (SPEC §1).
 
-A dataset of n records, batch size b, T = n // b steps per epoch (as in sweep specs), E epochs:
+A dataset of n records, batch size b, T = n // b steps per epoch (as in sweep specs; or T given as
+``steps_per_epoch`` with T·b <= n), E epochs:
 
 - ``balls_and_bins``: every record is thrown into one of the T batches uniformly at random,
   independently of the others, afresh in each epoch. Batch sizes are Multinomial(n; 1/T, ..., 1/T).
@@ -32,14 +33,15 @@ from epscert.rng import check_seed, stream_generator
 #: The spawn-key word that separates batch streams from every Monte Carlo stream.
 BATCHING_KEY = int.from_bytes(hashlib.sha256(b"epscert.batching").digest()[:8], "big")
 #: Keys of the state dict that must match for a resume to give the same batches.
-STATE_IDENTITY = ("sampler", "dataset_size", "batch_size", "epochs", "seed")
+STATE_IDENTITY = ("sampler", "dataset_size", "batch_size", "steps_per_epoch", "epochs", "seed")
 
 
 class BatchIndexSampler:
     """Streams int64 index arrays, one per step, for ``epochs`` epochs of ``dataset_size // batch_size``."""
 
     def __init__(self, sampler: str = "balls_and_bins", *, dataset_size: int, batch_size: int,
-                 epochs: int = 1, seed: int = 0, rank: int = 0, world_size: int = 1) -> None:
+                 epochs: int = 1, seed: int = 0, rank: int = 0, world_size: int = 1,
+                 steps_per_epoch: int | None = None) -> None:
         self.sampler = parse_sampler(sampler)
         self.dataset_size = check_int("dataset_size", dataset_size, 1)
         self.batch_size = check_int("batch_size", batch_size, 1)
@@ -53,6 +55,11 @@ class BatchIndexSampler:
         if self.rank >= self.world_size:
             raise ValueError(f"rank must be in [0, world_size={self.world_size}), got rank={show(rank)}")
         self.steps_per_epoch = self.dataset_size // self.batch_size
+        if steps_per_epoch is not None:  # T given directly (e.g. a JAX Privacy cycle length)
+            self.steps_per_epoch = check_int("steps_per_epoch", steps_per_epoch, 1)
+            if self.steps_per_epoch * self.batch_size > self.dataset_size:
+                raise ValueError(f"steps_per_epoch x batch_size must be <= dataset_size={self.dataset_size}, "
+                                 f"got steps_per_epoch={steps_per_epoch}, batch_size={self.batch_size}")
         self.position = 0  # batches handed out so far (global step index of the next one)
 
     # -- the run ------------------------------------------------------------------------------
@@ -79,7 +86,8 @@ class BatchIndexSampler:
     def state_dict(self) -> dict:
         """What a checkpoint needs to resume at the next batch (the identity is checked on load)."""
         return {"sampler": self.sampler.value, "dataset_size": self.dataset_size,
-                "batch_size": self.batch_size, "epochs": self.epochs, "seed": self.seed,
+                "batch_size": self.batch_size, "steps_per_epoch": self.steps_per_epoch,
+                "epochs": self.epochs, "seed": self.seed,
                 "position": self.position}
 
     def load_state_dict(self, state: dict) -> None:

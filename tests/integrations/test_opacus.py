@@ -104,6 +104,7 @@ def test_guard_warns_for_shuffling_loader_with_poisson_epsilon():
         assert not eo.check_sampling(engine, opt, loader, 1e-5)["mismatch"]
 
 
+@pytest.mark.slow  # the calibration computes its Poisson and deterministic baselines too (~30 s)
 def test_make_private_with_epsilon_uses_epscert_calibration():
     ds, model = tiny_problem()
     bs = epscert.BatchSampler(sampler="deterministic", dataset_size=64, batch_size=8, epochs=2)
