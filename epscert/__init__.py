@@ -10,6 +10,7 @@ from epscert._version import __version__
 from epscert import fft, hidden_state
 from epscert.accountant import Accountant
 from epscert.api import certify, certify_config
+from epscert.batch_sampler import BatchSampler
 from epscert.fft import Grid, Schedule, choose_grid, fft_bounds, running_bounds
 from epscert.hidden_state import HiddenStateConfig, compare_at_delta, hidden_state_rdp
 from epscert.inverse import calibrate as _calibrate_module, epsilon_at_delta as _epsilon_module
@@ -29,7 +30,7 @@ for _name, _module in OLD_MODULE_PATHS.items():
     globals()[_name.rpartition(".")[2]] = _module
 
 __all__ = [
-    "Accountant", "Grid", "HiddenStateConfig", "RESULTS_SCHEMA", "Schedule", "choose_grid",
+    "Accountant", "BatchSampler", "Grid", "HiddenStateConfig", "RESULTS_SCHEMA", "Schedule", "choose_grid",
     "compare_at_delta", "fft", "fft_accountant", "fft_bounds", "hidden_state", "hidden_state_rdp",
     "running_bounds", "CertifyConfig", "Direction", "Method", "Sampler", "__version__",
     "certify", "certify_config",

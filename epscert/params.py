@@ -6,6 +6,7 @@ refuses bad input before any work starts, naming the field and the value.
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import hashlib
 import json
@@ -62,6 +63,17 @@ class Sampler(str, enum.Enum):
     DETERMINISTIC = "deterministic"
     SHUFFLE = "shuffle"  # reshuffled every epoch ("dynamic")
     SHUFFLE_PERSISTENT = "shuffle_persistent"  # one permutation reused
+    BALLS_AND_BINS_PERSISTENT = "balls_and_bins_persistent"  # one bin assignment reused
+
+    @property
+    def is_persistent(self) -> bool:
+        """One assignment reused by every epoch: E epochs at σ are one epoch at σ/√E (SPEC §1)."""
+        return self in PERSISTENT_BASE
+
+    @property
+    def base(self) -> "Sampler":
+        """The one-epoch sampler a persistent sampler reduces to (itself otherwise)."""
+        return PERSISTENT_BASE.get(self, self)
 
 
 class Method(str, enum.Enum):
@@ -96,6 +108,30 @@ class Method(str, enum.Enum):
         return self in (Method.CONDITIONAL, Method.CONDITIONAL_ORDER_STATS)
 
 
+#: Persistent samplers and the sampler each reduces to. For the Gaussian mechanism the E
+#: participations of a record at known positions add up to one participation with noise σ/√E,
+#: so E epochs at σ are exactly one epoch of the base sampler at σ/√E.
+PERSISTENT_BASE = {
+    Sampler.SHUFFLE_PERSISTENT: Sampler.SHUFFLE,
+    Sampler.BALLS_AND_BINS_PERSISTENT: Sampler.BALLS_AND_BINS,
+}
+
+
+def parse_sampler(value: object) -> Sampler:
+    """A :class:`Sampler` from its name, else ValueError naming ``sampler`` and the value."""
+    return _enum(Sampler, "sampler", value)  # type: ignore[return-value]
+
+
+def persistent_reduction(sampler: object, sigma: float, epochs: int) -> tuple[Sampler, float, int]:
+    """(sampler, σ, epochs) to certify: a persistent sampler becomes its base at σ/√E, one epoch."""
+    kind = parse_sampler(sampler)
+    if not kind.is_persistent:
+        return kind, sigma, epochs
+    sigma = check_float("sigma", sigma, low=MIN_SIGMA, low_open=False)
+    epochs = check_int("epochs", epochs, 1)
+    return kind.base, sigma / math.sqrt(epochs), 1
+
+
 _MONTE_CARLO = frozenset(
     {Method.NAIVE, Method.IMPORTANCE, Method.ORDER_STATS, Method.IMPORTANCE_ORDER_STATS,
      Method.CONDITIONAL, Method.CONDITIONAL_ORDER_STATS}
@@ -115,6 +151,7 @@ SUPPORTED_METHODS: dict[Sampler, frozenset[Method]] = {
     Sampler.SHUFFLE: frozenset({Method.NAIVE, Method.AUTO, Method.CUBE_LOWER_BOUND}),
     Sampler.SHUFFLE_PERSISTENT: frozenset({Method.NAIVE, Method.AUTO, Method.CUBE_LOWER_BOUND}),
 }
+SUPPORTED_METHODS[Sampler.BALLS_AND_BINS_PERSISTENT] = SUPPORTED_METHODS[Sampler.BALLS_AND_BINS]
 
 #: The deterministic Balls-and-Bins bracket (``pld_upper``/``pld_lower``, epscert.allocation)
 #: accepts σ >= BRACKET_MIN_SIGMA (below it the lognormal factor is too heavy-tailed for the
@@ -346,6 +383,8 @@ class CertifyConfig:
         """``auto``: importance (one epoch) or naive, switching to order statistics for large T."""
         if method is not Method.AUTO:
             return method
+        if self.sampler.is_persistent:
+            return self.reduced()._resolve(method)
         if self.sampler is Sampler.BALLS_AND_BINS:
             large = self.steps >= AUTO_ORDER_STATS_MIN_STEPS
             if self.epochs == 1:
@@ -357,8 +396,11 @@ class CertifyConfig:
 
     def _check_bracket(self) -> None:
         """The Balls-and-Bins PLD bracket's range of σ, T and E, refused before any work."""
-        if self.sampler is not Sampler.BALLS_AND_BINS or not any(
+        if self.sampler.base is not Sampler.BALLS_AND_BINS or not any(
                 m in (Method.PLD_UPPER, Method.PLD_LOWER) for m in self.methods):
+            return
+        if self.sampler.is_persistent:
+            self.reduced()._check_bracket()  # certified as one epoch at σ/√E
             return
         if self.sigma < BRACKET_MIN_SIGMA:
             raise ValueError(f"sigma must be >= {BRACKET_MIN_SIGMA} for the Balls-and-Bins PLD bracket "
@@ -373,7 +415,7 @@ class CertifyConfig:
 
     def _check_importance(self) -> None:
         for m in self.methods:
-            if (m.uses_importance or m.is_conditional) and self.epochs > 1:
+            if (m.uses_importance or m.is_conditional) and self.epochs > 1 and not self.sampler.is_persistent:
                 raise ValueError(
                     f"method={m.value!r} needs epochs=1 (importance or conditional sampling for several epochs is an "
                     f"open problem, SPEC §4), got epochs={self.epochs}"
@@ -420,6 +462,14 @@ class CertifyConfig:
         object.__setattr__(self, "dataset_size", check_int("dataset_size", self.dataset_size, 1))
         object.__setattr__(self, "max_batch_size", check_int("max_batch_size", self.max_batch_size, 1))
 
+    def reduced(self) -> "CertifyConfig":
+        """The configuration that is certified: a persistent sampler's E epochs at σ are exactly its
+        base sampler's one epoch at σ/√E (SPEC §1); any other configuration is itself."""
+        if not self.sampler.is_persistent:
+            return self
+        base, sigma, epochs = persistent_reduction(self.sampler, self.sigma, self.epochs)
+        return dataclasses.replace(self, sampler=base, sigma=sigma, epochs=epochs)
+
     @property
     def truncated(self) -> bool:
         return self.max_batch_size is not None
@@ -441,11 +491,9 @@ class CertifyConfig:
             if not m.is_monte_carlo:
                 continue
             width = len(self.ranks) if (m.uses_order_stats and self.ranks) else self.steps
-            epochs = self.epochs
+            epochs = 1 if self.sampler.is_persistent else self.epochs
             if self.sampler is Sampler.DETERMINISTIC:
                 width, epochs = 1, 1
-            elif self.sampler is Sampler.SHUFFLE_PERSISTENT:
-                epochs = 1
             per_sample = 8 * width * epochs * 4
             if per_sample > MAX_SAMPLE_BYTES:
                 way_out = "use method='order_stats'" if Method.ORDER_STATS in SUPPORTED_METHODS[self.sampler] \
@@ -487,6 +535,8 @@ class CertifyConfig:
         uniforms (common random numbers, SPEC §8), which makes σ searches and sweeps smooth.
         Each configuration's own result is unaffected: its samples are still i.i.d.
         """
+        if self.sampler.is_persistent:  # the same draws as the one-epoch base it reduces to
+            return self.reduced().sampling_key(method)
         payload = {
             "sampler": self.sampler.value, "steps": self.steps,
             "epochs": self.epochs, "method": method.value,

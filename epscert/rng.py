@@ -41,3 +41,9 @@ def shard_generator(
         root_seed, spawn_key=(config_key, shard_index, direction_index, block_index)
     )
     return np.random.Generator(np.random.PCG64(seq))
+
+
+def stream_generator(root_seed: int, *spawn_key: int) -> np.random.Generator:
+    """Generator of one named stream outside the shards (batch indices: key, epoch, step)."""
+    seq = np.random.SeedSequence(root_seed, spawn_key=tuple(int(k) for k in spawn_key))
+    return np.random.Generator(np.random.PCG64(seq))

@@ -65,6 +65,7 @@ CANDIDATES: Mapping[Sampler, tuple[Method, ...]] = {
     Sampler.BALLS_AND_BINS: (Method.PLD_UPPER, Method.AUTO, Method.EXACT),
     Sampler.SHUFFLE: (Method.EXACT,),
     Sampler.SHUFFLE_PERSISTENT: (Method.EXACT,),
+    Sampler.BALLS_AND_BINS_PERSISTENT: (Method.PLD_UPPER, Method.AUTO, Method.EXACT),
 }
 DOMINATION_BOUND = "deterministic_domination"
 #: Methods that give an ε(δ) curve (RDP gives δ at a grid of ε only).
@@ -92,7 +93,7 @@ def auto_methods(sampler: Sampler | str) -> tuple[Method, ...]:
     # the Balls-and-Bins bracket has a range of σ, T, E that a sweep grid may leave: a sweep asks
     # for it by name (pld_upper, pld_lower); auto keeps Monte Carlo
     own = tuple(m for m in candidates if m in SUPPORTED_METHODS[key]
-                and not (key is Sampler.BALLS_AND_BINS and m is Method.PLD_UPPER))
+                and not (key.base is Sampler.BALLS_AND_BINS and m is Method.PLD_UPPER))
     return own or (Method.AUTO,)
 
 
@@ -147,9 +148,10 @@ class Certificate:
 
 def _candidate_config(config: CertifyConfig, method: Method) -> CertifyConfig | None:
     """The configuration a candidate runs on (None: it does not apply to this configuration)."""
-    if method is Method.PLD_UPPER and config.sampler is Sampler.BALLS_AND_BINS and not (
-            config.sigma >= BRACKET_MIN_SIGMA and config.steps <= BRACKET_MAX_STEPS
-            and config.epochs <= BRACKET_MAX_EPOCHS):
+    reduced = config.reduced()  # a persistent sampler is certified as one epoch at σ/√E
+    if method is Method.PLD_UPPER and reduced.sampler is Sampler.BALLS_AND_BINS and not (
+            reduced.sigma >= BRACKET_MIN_SIGMA and reduced.steps <= BRACKET_MAX_STEPS
+            and reduced.epochs <= BRACKET_MAX_EPOCHS):
         return None  # outside the bracket's range
     if method is Method.AUTO:
         mc = [m for m in config.resolved if m.is_monte_carlo]

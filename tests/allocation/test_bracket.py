@@ -194,3 +194,18 @@ def test_default_width_at_most_one_percent(sigma, steps, epochs):
     sel = (lo >= 1e-10) & (up <= 1e-3)
     assert sel.sum() > 50
     assert np.max(up[sel] / lo[sel] - 1.0) <= 1e-2
+
+
+def test_persistent_balls_and_bins_is_the_one_epoch_bracket_at_reduced_sigma():
+    # one bin assignment for all E epochs: exactly one epoch at σ/√E (issue 15); the rows must be that
+    # bracket, never the Poisson PLD that the shared method names would otherwise reach
+    eps = [0.5, 1.0, 2.0]
+    persistent = epscert.certify(sampler="balls_and_bins_persistent", sigma=2.0, steps=40, epochs=4,
+                                 epsilons=eps, method=["pld_upper", "pld_lower"], direction="remove").to_pylist()
+    up, lo = bracket_for(1.0, 40, 1).delta(eps, "remove")
+    got_up = [r["delta_upper"] for r in persistent if r["method"] == "pld_upper"]
+    got_lo = [r["delta_lower"] for r in persistent if r["method"] == "pld_lower"]
+    assert got_up == pytest.approx(list(up), rel=1e-12) and got_lo == pytest.approx(list(lo), rel=1e-12)
+    with pytest.raises(ValueError, match="sigma"):  # σ/√E = 0.25 is below the bracket's range
+        epscert.certify(sampler="balls_and_bins_persistent", sigma=0.5, steps=40, epochs=4, epsilons=[1.0],
+                        method="pld_upper")

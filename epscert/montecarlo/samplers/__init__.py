@@ -26,6 +26,8 @@ def loss_sampler(config: CertifyConfig, method: Method) -> LossSampler:
     """The sampler that estimates ``config`` with the (resolved) Monte Carlo ``method``."""
     if not method.is_monte_carlo:
         raise ValueError(f"method={method.value!r} is not a Monte Carlo method")
+    if config.sampler.is_persistent:  # E epochs at σ = one epoch of the base sampler at σ/√E
+        return loss_sampler(config.reduced(), method)
     eps0 = min(config.epsilons)
     if config.sampler is Sampler.BALLS_AND_BINS:
         return BallsAndBinsSampler(config.sigma, config.steps, config.epochs, method, config.ranks, eps0)
@@ -36,6 +38,4 @@ def loss_sampler(config: CertifyConfig, method: Method) -> LossSampler:
         return PoissonPairSampler(config.sigma, config.steps, config.epochs)
     if config.sampler is Sampler.SHUFFLE:
         return ShufflePairSampler(config.sigma, config.steps, config.epochs)
-    if config.sampler is Sampler.SHUFFLE_PERSISTENT:
-        return ShufflePairSampler(config.sigma / math.sqrt(config.epochs), config.steps, 1)
     raise ValueError(f"no Monte Carlo sampler for sampler={config.sampler.value!r}")

@@ -1,0 +1,80 @@
+"""Accountants for JAX Privacy's batch selection strategies (extra ``[jax]``).
+
+    acc = accountant_for(BallsInBinsSampling(iterations=2340, cycle_length=234), num_examples=60_000,
+                         noise_multiplier=1.0)
+    acc.get_epsilon(1e-5)
+
+- ``BallsInBinsSampling(iterations, cycle_length=T)`` draws ONE bin per example and reuses it every
+  cycle: that is ``balls_and_bins_persistent`` with T steps and E = ceil(iterations / T) epochs (a
+  partial last cycle is a prefix of a whole one, a post-processing of it), certified as one epoch at σ/√E.
+- ``CyclicPoissonSampling`` reduces when cycle_length = 1, there is no truncation and
+  1/sampling_prob = T is an integer (Poisson at q = 1/T); or when sampling_prob = 1 with the
+  INDEPENDENT partition (that is Balls-and-Bins with one assignment: ``balls_and_bins_persistent``).
+  Anything else is refused with the reason.
+- ``FixedBatchSampling`` reduces only for full batches (batch_size = num_examples, without
+  replacement): every example in every step, ``deterministic`` with T = 1. Smaller fixed-size batches
+  are refused: under zero-out adjacency the other records' sum depends on whether the target is in
+  the batch, which gives a shuffle-like pair that epscert does not certify.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from epscert.accountant import Accountant
+from epscert.batch_sampler import BatchSampler
+
+#: |1/sampling_prob - T| below this counts as the integer T.
+RATE_TOLERANCE = 1e-9
+
+
+def sampler_for(strategy: Any, num_examples: int, seed: int = 0) -> BatchSampler:
+    """The :class:`epscert.BatchSampler` whose batches have the law of ``strategy``'s (when it reduces)."""
+    sampler, steps, epochs = reduction(strategy, num_examples)
+    return BatchSampler(sampler=sampler, dataset_size=num_examples, batch_size=max(1, num_examples // steps),
+                        steps_per_epoch=steps, epochs=epochs, seed=seed)
+
+
+def accountant_for(strategy: Any, num_examples: int, noise_multiplier: float, **kwargs: Any) -> Accountant:
+    """The :class:`epscert.Accountant` certifying ``strategy``'s run; keyword arguments go to it."""
+    sampler, steps, epochs = reduction(strategy, num_examples)
+    return Accountant(noise_multiplier=noise_multiplier, steps=steps, epochs=epochs, sampler=sampler, **kwargs)
+
+
+def reduction(strategy: Any, num_examples: int) -> tuple[str, int, int]:
+    """(epscert sampler, steps per epoch T, epochs E) of a JAX Privacy strategy, or ValueError why not."""
+    from jax_privacy import batch_selection as bsel
+
+    if isinstance(num_examples, bool) or not isinstance(num_examples, int) or num_examples < 1:
+        raise ValueError(f"num_examples must be an integer >= 1, got num_examples={num_examples!r}")
+    iterations = int(strategy.iterations)
+    if iterations < 1:
+        raise ValueError(f"strategy.iterations must be >= 1, got iterations={iterations}")
+    if isinstance(strategy, bsel.BallsInBinsSampling):
+        T = int(strategy.cycle_length)
+        return "balls_and_bins_persistent", T, math.ceil(iterations / T)
+    if isinstance(strategy, bsel.CyclicPoissonSampling):
+        p, k = float(strategy.sampling_prob), int(strategy.cycle_length)
+        if strategy.truncated_batch_size is not None:
+            raise ValueError(f"CyclicPoissonSampling with truncated_batch_size={strategy.truncated_batch_size} "
+                             f"does not reduce: truncation is not certified through this adapter")
+        if k == 1:
+            if not 0.0 < p <= 1.0 or abs(1.0 / p - round(1.0 / p)) > RATE_TOLERANCE:
+                raise ValueError(f"CyclicPoissonSampling needs sampling_prob = 1/T for an integer T (epscert's "
+                                 f"Poisson rate), got sampling_prob={p}")
+            T = round(1.0 / p)
+            return "poisson", T, math.ceil(iterations / T)
+        if p == 1.0 and strategy.partition_type == bsel.PartitionType.INDEPENDENT:
+            return "balls_and_bins_persistent", k, math.ceil(iterations / k)
+        raise ValueError(f"CyclicPoissonSampling with cycle_length={k}, sampling_prob={p}, "
+                         f"partition_type={strategy.partition_type.name} does not reduce to a certified sampler "
+                         f"(only cycle_length=1, or sampling_prob=1 with the INDEPENDENT partition)")
+    if isinstance(strategy, bsel.FixedBatchSampling):
+        if strategy.batch_size == num_examples and not strategy.replace:
+            return "deterministic", 1, iterations
+        raise ValueError(f"FixedBatchSampling with batch_size={strategy.batch_size} < num_examples={num_examples} "
+                         f"does not reduce: fixed-size random batches under zero-out adjacency give a "
+                         f"shuffle-like pair that epscert does not certify")
+    raise ValueError(f"strategy must be BallsInBinsSampling, CyclicPoissonSampling or FixedBatchSampling, "
+                     f"got strategy={type(strategy).__name__}")
