@@ -33,6 +33,7 @@ def certify(
     dataset_size: int | None = None,
     max_batch_size: int | None = None,
     progress: Callable[[int], None] | None = None,
+    backend: str = "numpy",
 ) -> pa.Table:
     """δ(ε) of a DP-SGD batch sampler, with certified Monte Carlo bounds and analytic baselines.
 
@@ -41,6 +42,9 @@ def certify(
     ``pld_upper``, ``pld_lower``, ``rdp_upper``, ``cube_lower_bound``). Invalid
     arguments raise ``ValueError`` naming the field and value before any sampling.
     ``dataset_size`` and ``max_batch_size`` (together) add the truncated-batch penalty.
+    ``backend`` is where Monte Carlo kernels run: ``numpy`` (one core), ``jax`` (JAX's
+    default device, float64; Balls-and-Bins/deterministic naive and importance), or
+    ``auto`` (JAX when it sees a GPU and has the kernel, else numpy).
     Returns one row per (method, direction, ε) in :data:`epscert.schema.RESULTS_SCHEMA`.
     """
     kwargs = {} if pld_discretization is None else {"pld_discretization": pld_discretization}
@@ -48,7 +52,7 @@ def certify(
         sampler=sampler, sigma=sigma, steps=steps, epochs=epochs, epsilons=epsilons,
         methods=method, samples=samples, error_prob=error_prob, seed=seed,
         direction=direction, orders=orders, shards=shards, dataset_size=dataset_size,
-        max_batch_size=max_batch_size, **kwargs,
+        max_batch_size=max_batch_size, backend=backend, **kwargs,
     )
     return certify_config(config, progress=progress)
 

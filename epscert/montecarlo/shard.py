@@ -14,7 +14,8 @@ from typing import Callable
 
 from epscert.montecarlo import accumulator as acc_mod
 from epscert.params import CertifyConfig, Direction, Method
-from epscert.rng import shard_generator
+from epscert.rng import shard_generator, shard_key_words
+from epscert.montecarlo import backends
 from epscert.montecarlo.samplers import loss_sampler
 
 _DIRECTION_INDEX = {Direction.REMOVE: 0, Direction.ADD: 1}
@@ -53,9 +54,23 @@ def run_shard(task: ShardTask, progress: Callable[[int], None] | None = None) ->
     block = sampler.block_size()
     directions = config.direction.parts()
     acc = acc_mod.create(directions, len(config.epsilons))
+    backend = backends.resolve(config.backend, sampler, method)
+    if backend == "jax":
+        from epscert.montecarlo.backends import jax_backend
+
+        jax_backend.check_supported(sampler, method)
+        tag = f"jax:{jax_backend.device_name()}"
+    else:
+        tag = backends.NUMPY_TAG
     for direction in directions:
         if sampler.log_scale(direction) < LOG_NEGLIGIBLE:  # event of probability < 1e-304: δ <= s = 0.0
             acc = acc_mod.merge([acc, acc_mod.Accumulator(((direction, _zeros(task.samples, config)),))])
+            continue
+        if backend == "jax":
+            words = shard_key_words(config.seed, key, task.shard_index, _DIRECTION_INDEX[direction])
+            sums = jax_backend.direction_sums(sampler, method, direction, words, task.samples,
+                                              config.epsilons, progress)
+            acc = acc_mod.merge([acc, acc_mod.Accumulator(((direction, sums),))])
             continue
         for b, start in enumerate(range(0, task.samples, block)):
             n = min(block, task.samples - start)
@@ -64,7 +79,7 @@ def run_shard(task: ShardTask, progress: Callable[[int], None] | None = None) ->
             acc = acc_mod.add(acc, direction, losses, config.epsilons)
             if progress is not None:
                 progress(n)
-    return acc
+    return acc_mod.tagged(acc, tag)
 
 
 #: Below this log-probability the importance event is treated as empty (s underflows).
