@@ -31,8 +31,8 @@ MIN_SIGMA = 1e-100
 #: Sampling backends (epscert.montecarlo.backends): 'auto' takes JAX when a GPU is visible.
 BACKENDS = ("numpy", "jax", "auto")
 #: What the JAX backend has kernels for (its check_supported says the same).
-JAX_SAMPLERS = ("balls_and_bins", "deterministic")
-JAX_METHODS = ("naive", "importance")
+JAX_KERNELS = {"balls_and_bins": ("naive", "importance"), "deterministic": ("naive", "importance"),
+               "shuffle": ("naive",), "shuffle_persistent": ("naive",), "poisson": ("naive",)}
 #: Default PLD discretization for dp_accounting baselines.
 DEFAULT_PLD_DISCRETIZATION = 1e-4
 
@@ -317,11 +317,11 @@ class CertifyConfig:
                 )
 
     def _check_backend(self) -> None:
-        """backend='jax' has kernels for Balls-and-Bins/deterministic naive and importance only."""
+        """backend='jax' has the kernels of JAX_KERNELS only (naive and importance, no order statistics)."""
         if self.backend != "jax":
             return
         for m in self.resolved:
-            if m.is_monte_carlo and (self.sampler not in JAX_SAMPLERS or m not in JAX_METHODS):
+            if m.is_monte_carlo and m.value not in JAX_KERNELS.get(self.sampler.value, ()):
                 raise ValueError(f"backend='jax' has no kernel for method={m.value!r} with sampler="
                                  f"{self.sampler.value!r}; use backend='numpy' or 'auto'")
 

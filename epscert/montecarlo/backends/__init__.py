@@ -18,13 +18,18 @@ import importlib.util
 
 from epscert.params import BACKENDS, Method
 from epscert.montecarlo.samplers.balls_and_bins import BallsAndBinsSampler
+from epscert.montecarlo.samplers.poisson_pair import PoissonPairSampler
+from epscert.montecarlo.samplers.shuffle_pair import ShufflePairSampler
 
 NUMPY_TAG = "numpy:cpu"
 
 
 def jax_has_kernel(sampler: object, method: Method) -> bool:
-    """Whether the JAX backend implements (sampler, method) (Balls-and-Bins/deterministic naive, importance)."""
-    return isinstance(sampler, BallsAndBinsSampler) and method in (Method.NAIVE, Method.IMPORTANCE)
+    """Whether the JAX backend implements (sampler, method): Balls-and-Bins/deterministic naive and
+    importance, shuffle and Poisson naive (order statistics: not yet)."""
+    if isinstance(sampler, BallsAndBinsSampler):
+        return method in (Method.NAIVE, Method.IMPORTANCE)
+    return isinstance(sampler, (ShufflePairSampler, PoissonPairSampler)) and method is Method.NAIVE
 
 
 def resolve(backend: str, sampler: object, method: Method) -> str:

@@ -1,4 +1,4 @@
-"""The JAX sampling backend: Balls-and-Bins naive and importance kernels on any JAX device.
+"""The JAX sampling backend: Balls-and-Bins (naive, importance), shuffle and Poisson (naive) kernels.
 
 Imported lazily (``import epscert`` never loads JAX). Every call runs inside
 ``jax.enable_x64(True)``, a context manager: the process-wide default dtype of a user's
@@ -21,8 +21,9 @@ the blocks into the accumulator with no rounding at all: certificates are comput
 sums with the same exactness as on the numpy backend (the UCB stays valid because the
 rounding only raises each Y).
 
-Kernels (SPEC §2, §4; the numpy originals are in
-:mod:`epscert.montecarlo.samplers.balls_and_bins`, constants are taken from that sampler):
+Balls-and-Bins kernels (SPEC §2, §4; the numpy originals are in
+:mod:`epscert.montecarlo.samplers.balls_and_bins`, constants are taken from that sampler);
+the shuffle and Poisson kernels mirror their samplers' ``draw`` (docstrings below):
 - naive: x/σ² = z/σ + e_1/σ², ℓ = ±(logsumexp(x/σ²) - log T - 1/(2σ²)).
 - importance REMOVE: M = max of T conditioned on M >= C by the survival inverse
   (log Φ(M) = log1p(-U s)/T), placed at coordinate 1 with probability 1/T, else at 2; the
@@ -42,6 +43,8 @@ import numpy as np
 from epscert.montecarlo.accumulator import DirectionSums
 from epscert.montecarlo.exactsum import GRID_LOG2
 from epscert.montecarlo.samplers.balls_and_bins import BallsAndBinsSampler
+from epscert.montecarlo.samplers.poisson_pair import PoissonPairSampler
+from epscert.montecarlo.samplers.shuffle_pair import ShufflePairSampler
 from epscert.params import Direction, Method
 
 #: log2 of the largest block (floats of one epoch's T x batch array): 2**24 float64 = 128 MiB.
@@ -88,12 +91,29 @@ def device_name() -> str:
 
 def check_supported(sampler: object, method: Method) -> None:
     """Raise ValueError (before any work) when this backend has no kernel for the request."""
-    if not isinstance(sampler, BallsAndBinsSampler) or method not in METHODS:
-        raise ValueError(f"backend='jax' has kernels for the Balls-and-Bins/deterministic naive and importance "
-                         f"methods only, got method={method.value!r} with {type(sampler).__name__}")
-    if method is Method.IMPORTANCE and float(_log_ndtr_host(sampler.b_add)) < MIN_LOG_CDF_BOUND:
-        raise ValueError(f"backend='jax' needs log Phi(C_add/sigma) >= {MIN_LOG_CDF_BOUND} for importance ADD, "
-                         f"got C_add/sigma={sampler.b_add!r}; use backend='numpy'")
+    if isinstance(sampler, BallsAndBinsSampler) and method in METHODS:
+        if method is Method.IMPORTANCE and float(_log_ndtr_host(sampler.b_add)) < MIN_LOG_CDF_BOUND:
+            raise ValueError(f"backend='jax' needs log Phi(C_add/sigma) >= {MIN_LOG_CDF_BOUND} for importance "
+                             f"ADD, got C_add/sigma={sampler.b_add!r}; use backend='numpy'")
+        return
+    if isinstance(sampler, (ShufflePairSampler, PoissonPairSampler)) and method is Method.NAIVE:
+        return
+    raise ValueError(f"backend='jax' has kernels for Balls-and-Bins/deterministic naive and importance, shuffle "
+                     f"and Poisson naive only, got method={method.value!r} with {type(sampler).__name__}")
+
+
+def kernel_spec(sampler: object, method: Method, direction: Direction) -> tuple:
+    """Hashable (kind, method, direction, T, epochs, constants) that fixes a compiled kernel."""
+    check_supported(sampler, method)
+    if isinstance(sampler, ShufflePairSampler):
+        return ("shuffle", method.value, direction.value, int(sampler.steps), int(sampler.epochs),
+                (float(sampler.sigma),))
+    if isinstance(sampler, PoissonPairSampler):
+        return ("poisson", method.value, direction.value, int(sampler.total_steps), 1,
+                (float(sampler.sigma), float(sampler.q), float(sampler.log_q), float(sampler.log_1mq)))
+    return ("balls_and_bins", method.value, direction.value, int(sampler.steps), int(sampler.epochs),
+            (float(sampler.inv_sigma), float(sampler.inv_var), float(sampler.offset),
+             float(sampler.b_remove), float(sampler.b_add), float(sampler.log_scale(direction))))
 
 
 def _log_ndtr_host(b: float) -> float:
@@ -116,11 +136,9 @@ def direction_sums(sampler: BallsAndBinsSampler, method: Method, direction: Dire
     """Exact sums (count, ΣY, ΣY² on the 2**-52 grid) of ``samples`` losses of one direction."""
     import jax
 
-    check_supported(sampler, method)
-    n_block = block_size(sampler.steps, samples)
-    consts = (float(sampler.inv_sigma), float(sampler.inv_var), float(sampler.offset),
-              float(sampler.b_remove), float(sampler.b_add), float(sampler.log_scale(direction)))
-    fn = _compiled(method.value, direction.value, int(sampler.steps), int(sampler.epochs), n_block, consts)
+    spec = kernel_spec(sampler, method, direction)
+    n_block = block_size(spec[3], samples)
+    fn = _compiled(spec, n_block)
     n_eps = len(epsilons)
     totals = [0] * (2 * n_eps)
     nan_count = 0
@@ -150,21 +168,20 @@ def losses(sampler: BallsAndBinsSampler, method: Method, direction: Direction, k
     """The float64 losses of one block, copied to the host (tests and benchmarks only)."""
     import jax
 
-    check_supported(sampler, method)
-    consts = (float(sampler.inv_sigma), float(sampler.inv_var), float(sampler.offset),
-              float(sampler.b_remove), float(sampler.b_add), float(sampler.log_scale(direction)))
-    fn = _loss_fn(method.value, direction.value, int(sampler.steps), int(sampler.epochs), n_block, consts)
+    fn = _loss_fn(kernel_spec(sampler, method, direction), n_block)
     with jax.enable_x64(True):
         base = jax.random.wrap_key_data(np.asarray(key_words, dtype=np.uint32), impl="threefry2x32")
         return np.asarray(fn(base, block_index))
 
 
 @functools.lru_cache(maxsize=64)
-def _loss_fn(method: str, direction: str, steps: int, epochs: int, n: int, consts: tuple):
+def _loss_fn(spec: tuple, n: int):
     """jit(base key, block index) -> (n,) losses summed over the epochs."""
     import jax
 
-    kernel = _kernel(method, direction, steps, n, consts)
+    kind, method, direction, steps, epochs, consts = spec
+    make = {"balls_and_bins": _kernel, "shuffle": _shuffle_kernel, "poisson": _poisson_kernel}[kind]
+    kernel = make(method, direction, steps, n, consts)
 
     def block_losses(base, b):
         kb = jax.random.fold_in(base, b)
@@ -177,12 +194,12 @@ def _loss_fn(method: str, direction: str, steps: int, epochs: int, n: int, const
 
 
 @functools.lru_cache(maxsize=64)
-def _compiled(method: str, direction: str, steps: int, epochs: int, n: int, consts: tuple):
+def _compiled(spec: tuple, n: int):
     """jit(base key, block index, valid count, ε grid) -> (hi sums, lo sums, NaN count), int64."""
     import jax
     import jax.numpy as jnp
 
-    loss_fn = _loss_fn(method, direction, steps, epochs, n, consts)
+    loss_fn = _loss_fn(spec, n)
 
     def block_sums(base, b, valid, eps):
         ell = loss_fn(base, b)
@@ -263,3 +280,40 @@ def _kernel(method: str, direction: str, steps: int, n: int, consts: tuple):
         z = jnp.where(jnp.arange(steps)[None, :] == col[:, None], m[:, None], z)
         return finish(z)
     return importance_remove
+
+
+def _shuffle_kernel(method: str, direction: str, steps: int, n: int, consts: tuple):
+    """Shuffle pair (SPEC §2): L_S(x) = logsumexp((2x-2)/σ²) - logsumexp((2x-1)/(2σ²));
+    REMOVE x = 2e_1 + σz, ADD x = e_1 + σz and -L_S (as ShufflePairSampler)."""
+    import jax
+    import jax.numpy as jnp
+    from jax.scipy.special import logsumexp
+
+    (sigma,) = consts
+    var = sigma * sigma
+    shift = 2.0 if direction == Direction.REMOVE.value else 1.0
+    sign = 1.0 if direction == Direction.REMOVE.value else -1.0
+    first_col = (jnp.arange(steps) == 0)[None, :]
+
+    def shuffle(key):
+        x = sigma * jax.random.normal(key, (n, steps), dtype=jnp.float64) + jnp.where(first_col, shift, 0.0)
+        return sign * (logsumexp((2.0 * x - 2.0) / var, axis=1) - logsumexp((2.0 * x - 1.0) / (2.0 * var), axis=1))
+    return shuffle
+
+
+def _poisson_kernel(method: str, direction: str, steps: int, n: int, consts: tuple):
+    """Poisson pair (SPEC §2) over the T·E steps: ℓ = Σ log(1 - q + q e^{(2w-1)/(2σ²)});
+    REMOVE w ~ (1-q)N(0,σ²) + qN(1,σ²), ADD w ~ N(0,σ²) and -ℓ (as PoissonPairSampler)."""
+    import jax
+    import jax.numpy as jnp
+
+    sigma, q, log_q, log_1mq = consts
+
+    def poisson(key):
+        k_w, k_b = jax.random.split(key)
+        w = sigma * jax.random.normal(k_w, (n, steps), dtype=jnp.float64)
+        if direction == Direction.REMOVE.value:
+            w = w + (jax.random.uniform(k_b, (n, steps), dtype=jnp.float64) < q)
+        loss = jnp.sum(jnp.logaddexp(log_1mq, w / (sigma * sigma) + log_q - 0.5 / (sigma * sigma)), axis=1)
+        return loss if direction == Direction.REMOVE.value else -loss
+    return poisson
