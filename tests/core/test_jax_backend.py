@@ -191,3 +191,17 @@ def test_cpu_and_gpu_give_the_same_losses_for_the_same_key(method):
         with jax.default_device(dev):
             out[name] = jax_backend.losses(sampler, m, Direction.REMOVE, words, 0, 1024)
     np.testing.assert_allclose(out["gpu"], out["cpu"], rtol=1e-12, atol=1e-12)
+
+
+def test_cli_and_sweep_spec_take_the_backend():
+    pytest.importorskip("apache_beam", reason="the CLI needs apache_beam")
+    from pipelines import certify as certify_job
+    from pipelines.spec import expand
+
+    args = certify_job.build_parser().parse_args(["--sigma", "0.8", "--steps", "10", "--backend", "jax",
+                                                  "--method", "naive", "--shards", "1"])
+    assert certify_job.config_from_args(args).backend == "jax"
+    configs = expand({"sigma": 0.8, "steps": 10, "epsilons": [1], "method": "naive", "backend": ["numpy", "jax"]})
+    assert sorted(c.backend for c in configs) == ["jax", "numpy"]
+    with pytest.raises(ValueError, match="backend"):
+        expand({"sigma": 0.8, "steps": 10, "epsilons": [1], "backend": "cuda"})
