@@ -2,8 +2,8 @@
 
     python -m benchmarks.gpu [--quick] [--seconds S] [--out benchmarks/results]
 
-For T in {1000, 10^4}, E in {1, 10} and each estimator the JAX backend has (naive; importance
-at E = 1 only, SPEC §4), REMOVE direction, 16 ε:
+For T in {1000, 10^4}, E in {1, 10} and each estimator the JAX backend has (naive, order_stats
+with the default ranks; importance at E = 1 only, SPEC §4), REMOVE direction, 16 ε:
 - ``jax``: samples/s of :func:`epscert.montecarlo.backends.jax_backend.direction_sums` (losses,
   Y at 16 ε, exact int64 grid sums on the device, host merge) on JAX's default device, after a
   warm-up call whose time (compile) is reported on its own;
@@ -138,8 +138,9 @@ def main(argv=None) -> None:
           f"jax {jax.__version__}; float64")
     print("T      E   method      jax/s       numpy1core/s  bare/s      jax/numpy  jax/bare  compile_s  z")
     for steps, epochs in grid:
-        for method in ("naive", "importance") if epochs == 1 else ("naive",):
-            budget = 1 << 14 if args.quick else max(1 << 16, (1 << 31) // (steps * epochs))
+        for method in ("naive", "importance", "order_stats") if epochs == 1 else ("naive", "order_stats"):
+            width = steps if method != "order_stats" else 200  # about R + 1 with the default ranks
+            budget = 1 << 14 if args.quick else max(1 << 16, (1 << 31) // (width * epochs))
             row = case(steps, epochs, method, budget, args.seconds, args.seconds)
             rows.append(row)
             print(f"{steps:<6} {epochs:<3} {method:<11} {row['jax_samples_per_s']:<11.3g} "

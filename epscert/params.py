@@ -31,7 +31,7 @@ MIN_SIGMA = 1e-100
 #: Sampling backends (epscert.montecarlo.backends): 'auto' takes JAX when a GPU is visible.
 BACKENDS = ("numpy", "jax", "auto")
 #: What the JAX backend has kernels for (its check_supported says the same).
-JAX_KERNELS = {"balls_and_bins": ("naive", "importance"), "deterministic": ("naive", "importance"),
+JAX_KERNELS = {"balls_and_bins": ("naive", "importance", "order_stats"), "deterministic": ("naive", "importance"),
                "shuffle": ("naive",), "shuffle_persistent": ("naive",), "poisson": ("naive",)}
 #: Default PLD discretization for dp_accounting baselines.
 DEFAULT_PLD_DISCRETIZATION = 1e-4

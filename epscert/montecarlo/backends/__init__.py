@@ -26,9 +26,9 @@ NUMPY_TAG = "numpy:cpu"
 
 def jax_has_kernel(sampler: object, method: Method) -> bool:
     """Whether the JAX backend implements (sampler, method): Balls-and-Bins/deterministic naive and
-    importance, shuffle and Poisson naive (order statistics: not yet)."""
+    importance, Balls-and-Bins order_stats, shuffle and Poisson naive."""
     if isinstance(sampler, BallsAndBinsSampler):
-        return method in (Method.NAIVE, Method.IMPORTANCE)
+        return method in (Method.NAIVE, Method.IMPORTANCE) or (method is Method.ORDER_STATS and sampler.steps > 1)
     return isinstance(sampler, (ShufflePairSampler, PoissonPairSampler)) and method is Method.NAIVE
 
 

@@ -1,4 +1,4 @@
-"""The JAX sampling backend: Balls-and-Bins (naive, importance), shuffle and Poisson (naive) kernels.
+"""The JAX sampling backend: Balls-and-Bins (naive, importance, order_stats), shuffle, Poisson (naive).
 
 Imported lazily (``import epscert`` never loads JAX). Every call runs inside
 ``jax.enable_x64(True)``, a context manager: the process-wide default dtype of a user's
@@ -42,6 +42,7 @@ import numpy as np
 
 from epscert.montecarlo.accumulator import DirectionSums
 from epscert.montecarlo.exactsum import GRID_LOG2
+from epscert.montecarlo.orderstats import lower_tail_weights, upper_tail_weights, usable_ranks
 from epscert.montecarlo.samplers.balls_and_bins import BallsAndBinsSampler
 from epscert.montecarlo.samplers.poisson_pair import PoissonPairSampler
 from epscert.montecarlo.samplers.shuffle_pair import ShufflePairSampler
@@ -91,6 +92,8 @@ def device_name() -> str:
 
 def check_supported(sampler: object, method: Method) -> None:
     """Raise ValueError (before any work) when this backend has no kernel for the request."""
+    if isinstance(sampler, BallsAndBinsSampler) and method is Method.ORDER_STATS:
+        return
     if isinstance(sampler, BallsAndBinsSampler) and method in METHODS:
         if method is Method.IMPORTANCE and float(_log_ndtr_host(sampler.b_add)) < MIN_LOG_CDF_BOUND:
             raise ValueError(f"backend='jax' needs log Phi(C_add/sigma) >= {MIN_LOG_CDF_BOUND} for importance "
@@ -98,8 +101,8 @@ def check_supported(sampler: object, method: Method) -> None:
         return
     if isinstance(sampler, (ShufflePairSampler, PoissonPairSampler)) and method is Method.NAIVE:
         return
-    raise ValueError(f"backend='jax' has kernels for Balls-and-Bins/deterministic naive and importance, shuffle "
-                     f"and Poisson naive only, got method={method.value!r} with {type(sampler).__name__}")
+    raise ValueError(f"backend='jax' has kernels for Balls-and-Bins/deterministic naive and importance, "
+                     f"Balls-and-Bins order_stats, shuffle and Poisson naive only, got method={method.value!r} with {type(sampler).__name__}")
 
 
 def kernel_spec(sampler: object, method: Method, direction: Direction) -> tuple:
@@ -111,6 +114,14 @@ def kernel_spec(sampler: object, method: Method, direction: Direction) -> tuple:
     if isinstance(sampler, PoissonPairSampler):
         return ("poisson", method.value, direction.value, int(sampler.total_steps), 1,
                 (float(sampler.sigma), float(sampler.q), float(sampler.log_q), float(sampler.log_1mq)))
+    if method is Method.ORDER_STATS:
+        remove = direction is Direction.REMOVE
+        d = sampler.steps - 1 if remove else sampler.steps
+        ranks = usable_ranks(sampler.ranks, d) if remove else sampler.add_ranks
+        log_w = upper_tail_weights(ranks, d) if remove else lower_tail_weights(ranks)
+        return ("order_stats", method.value, direction.value, int(ranks.size) + 1, int(sampler.epochs),
+                (float(sampler.inv_sigma), float(sampler.inv_var), float(sampler.offset), int(d),
+                 tuple(int(k) for k in ranks), tuple(float(w) for w in log_w)))
     return ("balls_and_bins", method.value, direction.value, int(sampler.steps), int(sampler.epochs),
             (float(sampler.inv_sigma), float(sampler.inv_var), float(sampler.offset),
              float(sampler.b_remove), float(sampler.b_add), float(sampler.log_scale(direction))))
@@ -180,7 +191,8 @@ def _loss_fn(spec: tuple, n: int):
     import jax
 
     kind, method, direction, steps, epochs, consts = spec
-    make = {"balls_and_bins": _kernel, "shuffle": _shuffle_kernel, "poisson": _poisson_kernel}[kind]
+    make = {"balls_and_bins": _kernel, "shuffle": _shuffle_kernel, "poisson": _poisson_kernel,
+            "order_stats": _order_stats_kernel}[kind]
     kernel = make(method, direction, steps, n, consts)
 
     def block_losses(base, b):
@@ -319,3 +331,42 @@ def _poisson_kernel(method: str, direction: str, steps: int, n: int, consts: tup
         loss = jnp.sum(jnp.logaddexp(log_1mq, w / (sigma * sigma) + log_q - 0.5 / (sigma * sigma)), axis=1)
         return loss if direction == Direction.REMOVE.value else -loss
     return poisson
+
+
+def _order_stats_kernel(method: str, direction: str, width: int, n: int, consts: tuple):
+    """Order statistics (Algorithm 6 as exponential spacings, SPEC §5; as orderstats.py, no conditioning).
+
+    Ranks k_1 < ... < k_R of d draws: S_{k_j} = Σ_{i<=j} G_i, G_i ~ Gamma(k_i - k_{i-1}),
+    S_{d+1} = S_{k_R} + Gamma(d + 1 - k_R); the k_j-th largest uniform is Y = (S_{d+1} - S_{k_j}) / S_{d+1}
+    with survival p = S_{k_j} / S_{d+1}, both ratios of positive sums; the Gaussian value is
+    Φ^{-1}(Y) if Y < 1/2 else -Φ^{-1}(p), so Φ^{-1} is evaluated below 1/2 only.
+    REMOVE (d = T - 1): L <= logsumexp(x_1/σ², v_j/σ + log w_j) - offset, w_j = k_{j+1} - k_j.
+    ADD (d = T, rank T included): ℓ = offset - logsumexp(v_j/σ + log(k_j - k_{j-1})) >= the true ℓ.
+    """
+    import jax
+    import jax.numpy as jnp
+    from jax.scipy.special import logsumexp, ndtri
+
+    inv_sigma, inv_var, offset, d, ranks, log_w = consts
+    r = len(ranks)
+    gaps = jnp.asarray(np.diff(np.asarray(ranks, dtype=np.float64), prepend=0.0))[:, None]
+    log_w = jnp.asarray(log_w)[:, None]
+    rest_shape = float(d + 1 - ranks[-1])
+
+    def order_stats(key):
+        k_gap, k_rest, k_one = jax.random.split(key, 3)
+        g = jax.random.gamma(k_gap, jnp.broadcast_to(gaps, (r, n)), dtype=jnp.float64)
+        rest = jax.random.gamma(k_rest, rest_shape, (n,), dtype=jnp.float64)
+        head = jnp.cumsum(g, axis=0)  # S_{k_j}
+        suffix = jnp.flip(jnp.cumsum(jnp.flip(g, 0), axis=0), 0)  # Σ_{i>=j} G_i
+        # S_{d+1} - S_{k_j} = rest + Σ_{i>j} G_i: suffix sums shifted by one, no subtraction
+        tail = rest[None, :] + jnp.concatenate([suffix[1:], jnp.zeros((1, n), jnp.float64)], axis=0)
+        total = head[-1] + rest
+        p, y = head / total, tail / total
+        v = jnp.where(p > y, ndtri(jnp.minimum(p, y)), -ndtri(jnp.minimum(p, y)))
+        terms = v * inv_sigma + log_w
+        if direction == Direction.REMOVE.value:
+            a1 = jax.random.normal(k_one, (1, n), dtype=jnp.float64) * inv_sigma + inv_var
+            return logsumexp(jnp.concatenate([a1, terms], axis=0), axis=0) - offset
+        return offset - logsumexp(terms, axis=0)
+    return order_stats
