@@ -349,13 +349,18 @@ def _order_stats_kernel(method: str, direction: str, width: int, n: int, consts:
 
     inv_sigma, inv_var, offset, d, ranks, log_w = consts
     r = len(ranks)
-    gaps = jnp.asarray(np.diff(np.asarray(ranks, dtype=np.float64), prepend=0.0))[:, None]
+    gap_values = np.diff(np.asarray(ranks, dtype=np.float64), prepend=0.0)
+    wide = np.flatnonzero(gap_values > 1)  # rows that need a Gamma(gap); unit gaps are exponentials
+    wide_gaps = jnp.asarray(gap_values[wide])[:, None]
     log_w = jnp.asarray(log_w)[:, None]
     rest_shape = float(d + 1 - ranks[-1])
 
     def order_stats(key):
-        k_gap, k_rest, k_one = jax.random.split(key, 3)
-        g = jax.random.gamma(k_gap, jnp.broadcast_to(gaps, (r, n)), dtype=jnp.float64)
+        k_gap, k_rest, k_one, k_wide = jax.random.split(key, 4)
+        g = jax.random.exponential(k_gap, (r, n), dtype=jnp.float64)  # Gamma(1)
+        if wide.size:
+            g = g.at[wide].set(jax.random.gamma(k_wide, jnp.broadcast_to(wide_gaps, (wide.size, n)),
+                                                dtype=jnp.float64))
         rest = jax.random.gamma(k_rest, rest_shape, (n,), dtype=jnp.float64)
         head = jnp.cumsum(g, axis=0)  # S_{k_j}
         suffix = jnp.flip(jnp.cumsum(jnp.flip(g, 0), axis=0), 0)  # Σ_{i>=j} G_i
