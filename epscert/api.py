@@ -38,6 +38,7 @@ def certify(
     progress: Callable[[int], None] | None = None,
     target_rel_width: float | None = None,
     max_samples: int | None = None,
+    backend: str = "numpy",
 ) -> pa.Table:
     """δ(ε) of a DP-SGD batch sampler, with certified Monte Carlo bounds and analytic baselines.
 
@@ -46,6 +47,9 @@ def certify(
     ``pld_upper``, ``pld_lower``, ``rdp_upper``, ``cube_lower_bound``). Invalid
     arguments raise ``ValueError`` naming the field and value before any sampling.
     ``dataset_size`` and ``max_batch_size`` (together) add the truncated-batch penalty.
+    ``backend`` is where Monte Carlo kernels run: ``numpy`` (one core), ``jax`` (JAX's
+    default device, float64; Balls-and-Bins/deterministic naive and importance), or
+    ``auto`` (JAX when it sees a GPU and has the kernel, else numpy).
     Returns one row per (method, direction, ε) in :data:`epscert.schema.RESULTS_SCHEMA`.
     ``target_rel_width`` (with ``max_samples``, default 64 x ``samples``): Monte Carlo methods run
     waves of doubling samples until UCB / LCB <= 1 + w (:mod:`epscert.results.waves`, β spent as
@@ -56,7 +60,7 @@ def certify(
         sampler=sampler, sigma=sigma, steps=steps, epochs=epochs, epsilons=epsilons,
         methods=method, samples=samples, error_prob=error_prob, seed=seed,
         direction=direction, orders=orders, shards=shards, dataset_size=dataset_size,
-        max_batch_size=max_batch_size, **kwargs,
+        max_batch_size=max_batch_size, backend=backend, **kwargs,
     )
     if target_rel_width is None:
         return certify_config(config, progress=progress)

@@ -38,6 +38,11 @@ MAX_EPSILON = 500.0
 #: grid asked for a 2.44 GiB allocation, about 0.25 MiB per ε).
 MAX_EPSILONS = 1000
 EPSILON_BLOCK_BYTES = 2.44 * 2**30 / 10_001
+#: Sampling backends (epscert.montecarlo.backends): 'auto' takes JAX when a GPU is visible.
+BACKENDS = ("numpy", "jax", "auto")
+#: What the JAX backend has kernels for (its check_supported says the same).
+JAX_KERNELS = {"balls_and_bins": ("naive", "importance", "order_stats"), "deterministic": ("naive", "importance"),
+               "shuffle": ("naive",), "shuffle_persistent": ("naive",), "poisson": ("naive",)}
 #: Default PLD discretization for dp_accounting baselines.
 DEFAULT_PLD_DISCRETIZATION = 1e-4
 #: Monte Carlo samples per direction and failure probability beta when none are given: the one source of
@@ -321,6 +326,7 @@ class CertifyConfig:
     pld_discretization: float = DEFAULT_PLD_DISCRETIZATION
     dataset_size: int | None = None
     max_batch_size: int | None = None
+    backend: str = "numpy"
     resolved: tuple[Method, ...] = field(init=False, default=())
     ranks: tuple[int, ...] | None = field(init=False, default=None)
 
@@ -337,6 +343,8 @@ class CertifyConfig:
         set_("samples", check_int("samples", self.samples, 1))
         set_("shards", check_int("shards", self.shards, 1))
         set_("seed", check_seed(self.seed))
+        if not isinstance(self.backend, str) or self.backend not in BACKENDS:
+            raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, got backend={show(self.backend)}")
         set_("error_prob", check_float("error_prob", self.error_prob, low=0.0, low_open=True,
                                        high=1.0, high_open=True))
         set_("pld_discretization", check_float("pld_discretization", self.pld_discretization,
@@ -360,6 +368,7 @@ class CertifyConfig:
         if self.shards > self.samples and any(m.is_monte_carlo for m in self.resolved):
             raise ValueError(f"shards must be <= samples, got shards={self.shards}, samples={self.samples}")
         self._check_importance()
+        self._check_backend()
         self._check_orders()
         self._check_memory()
         self._check_truncation()
@@ -420,6 +429,15 @@ class CertifyConfig:
                     f"method={m.value!r} needs epochs=1 (importance or conditional sampling for several epochs is an "
                     f"open problem, SPEC §4), got epochs={self.epochs}"
                 )
+
+    def _check_backend(self) -> None:
+        """backend='jax' has the kernels of JAX_KERNELS only (naive and importance, no order statistics)."""
+        if self.backend != "jax":
+            return
+        for m in self.resolved:
+            if m.is_monte_carlo and m.value not in JAX_KERNELS.get(self.sampler.value, ()):
+                raise ValueError(f"backend='jax' has no kernel for method={m.value!r} with sampler="
+                                 f"{self.sampler.value!r}; use backend='numpy' or 'auto'")
 
     def _check_orders(self) -> None:
         """Expand ``orders`` into ``ranks``; store ``orders`` as canonical 'start,stop,step' text."""
@@ -519,6 +537,8 @@ class CertifyConfig:
             "orders": self.orders, "shards": self.shards,
             "pld_discretization": self.pld_discretization,
             "dataset_size": self.dataset_size, "max_batch_size": self.max_batch_size,
+            # the backend shapes the stream; left out when 'numpy' so existing ids stay stable
+            **({"backend": self.backend} if self.backend != "numpy" else {}),
         }
 
     @property

@@ -47,3 +47,16 @@ def stream_generator(root_seed: int, *spawn_key: int) -> np.random.Generator:
     """Generator of one named stream outside the shards (batch indices: key, epoch, step)."""
     seq = np.random.SeedSequence(root_seed, spawn_key=tuple(int(k) for k in spawn_key))
     return np.random.Generator(np.random.PCG64(seq))
+
+
+def shard_key_words(root_seed: int, config_key: int, shard_index: int, direction_index: int) -> np.ndarray:
+    """Two uint32 words seeding the JAX key of one direction of one shard (SPEC §10).
+
+    The same ``SeedSequence(root_seed, spawn_key=(config_key, shard_index, direction_index))``
+    as :func:`shard_generator`, hashed down to 64 bits; the JAX backend wraps them as a
+    threefry key and selects blocks and epochs with ``fold_in``. The JAX stream is a
+    function of (root seed, configuration key, shard index) only, the same on CPU and GPU,
+    and differs from the numpy stream of the same shard (both are valid i.i.d. draws).
+    """
+    seq = np.random.SeedSequence(root_seed, spawn_key=(config_key, shard_index, direction_index))
+    return seq.generate_state(2, np.uint32)

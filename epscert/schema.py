@@ -41,6 +41,8 @@ RESULTS_SCHEMA = pa.schema([
     pa.field("resolution", pa.float64()),
     pa.field("dataset_size", pa.int64()),
     pa.field("max_batch_size", pa.int64()),
+    pa.field("backend", pa.string()),
+    pa.field("device", pa.string()),
     pa.field("wall_seconds", pa.float64(), nullable=False),
     pa.field("epscert_version", pa.string(), nullable=False),
 ])

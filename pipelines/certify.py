@@ -84,6 +84,8 @@ def build_parser(prog: str = PROG) -> ArgumentParser:
     add("--max-batch-size", "--max_batch_size", default=None, help="largest batch B the trainer accepts; "
         "larger Binomial batches are truncated and the penalty is added to delta (SPEC §9) "
         "(default: no truncation)")
+    add("--backend", default="numpy", help="where Monte Carlo kernels run: numpy (one core), jax (JAX's default "
+        "device, float64), auto (jax when a GPU is visible and it has the kernel) (default: %(default)s)")
     add("--output", default=None, help="Parquet file to write (results schema); required on remote runners "
         "(default: a temporary file, removed after printing)")
     add("--format", default="table", choices=FORMATS, help="what to print on stdout: a table or one JSON "
@@ -104,6 +106,7 @@ def config_from_args(args) -> CertifyConfig:
         pld_discretization=args.pld_discretization,
         dataset_size=None if args.dataset_size is None else parse_int("dataset_size", args.dataset_size, 1),
         max_batch_size=None if args.max_batch_size is None else parse_int("max_batch_size", args.max_batch_size, 1),
+        backend=args.backend,
     )
     return with_shards(config, args.shards)
 

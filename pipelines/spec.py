@@ -12,7 +12,7 @@ Example (YAML; JSON with the same keys works too)::
 
 Grid keys take one value or a non-empty list; the sweep is their Cartesian product:
 ``sampler, sigma, steps, dataset_size, batch_size, max_batch_size, epochs, method, samples, orders,
-error_prob, direction``. Single-valued keys: ``epsilons`` (required), ``seed``, ``shards`` ('auto' or an
+error_prob, direction, backend`` (numpy, jax or auto, as ``--backend``). Single-valued keys: ``epsilons`` (required), ``seed``, ``shards`` ('auto' or an
 integer), ``pld_discretization``, ``baselines`` (true adds each configuration's analytic
 baselines as configurations of their own). Keys left out take the defaults of ``epscert certify``
 (sampler balls_and_bins, method auto, samples 100000, error_prob 0.01, seed 0, shards auto...).
@@ -52,7 +52,7 @@ from transforms.sinks import is_local
 
 #: Keys whose value may be a list of alternatives, in product order.
 GRID_KEYS = ("sampler", "sigma", "steps", "dataset_size", "batch_size", "max_batch_size", "epochs", "method",
-             "samples", "orders", "error_prob", "direction")
+             "samples", "orders", "error_prob", "direction", "backend")
 #: Keys with exactly one value.
 SINGLE_KEYS = ("epsilons", "seed", "shards", "pld_discretization", "baselines")
 REQUIRED_KEYS = ("sigma", "epsilons")

@@ -63,9 +63,14 @@ class DirectionSums:
 
 @dataclass(frozen=True)
 class Accumulator:
-    """Per-direction sums; equality is exact, so merge invariance is testable with ``==``."""
+    """Per-direction sums; equality is exact, so merge invariance is testable with ``==``.
+
+    ``tags`` names the backends and devices that drew the samples (sorted, unique;
+    see :mod:`epscert.montecarlo.backends`); empty for sums folded by hand with :func:`add`.
+    """
 
     parts: tuple[tuple[Direction, DirectionSums], ...]
+    tags: tuple[str, ...] = ()
 
     def __getitem__(self, direction: Direction) -> DirectionSums:
         for d, sums in self.parts:
@@ -119,6 +124,11 @@ def add_values(acc: Accumulator, direction: Direction, values: np.ndarray, extra
     return merge([acc, Accumulator(((direction, block),))])
 
 
+def tagged(acc: Accumulator, tag: str) -> Accumulator:
+    """``acc`` with ``tag`` (a 'backend:device' name) added to its tags."""
+    return Accumulator(acc.parts, tuple(sorted(set(acc.tags) | {tag})))
+
+
 #: Losses per vectorised chunk of :func:`add` (its temporaries: |grid| x chunk values).
 ADD_CHUNK = 2**15
 
@@ -126,8 +136,10 @@ ADD_CHUNK = 2**15
 def merge(accumulators: Iterable[Accumulator]) -> Accumulator:
     """Exact, associative, order-independent merge of accumulators."""
     totals: dict[Direction, DirectionSums] = {}
+    tags: set[str] = set()
     for acc in accumulators:
+        tags.update(acc.tags)
         for d, sums in acc.parts:
             totals[d] = totals[d] + sums if d in totals else sums
-    return Accumulator(tuple(sorted(totals.items(), key=lambda kv: kv[0].value)))
+    return Accumulator(tuple(sorted(totals.items(), key=lambda kv: kv[0].value)), tuple(sorted(tags)))
 

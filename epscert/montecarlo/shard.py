@@ -20,7 +20,8 @@ from epscert.montecarlo.conditional import conditional_sampler
 from epscert.montecarlo.exactfloat import UNIT_LOG2
 from epscert.montecarlo.samplers.base import BLOCK_ELEMENTS
 from epscert.params import CertifyConfig, Direction, Method
-from epscert.rng import shard_generator
+from epscert.rng import shard_generator, shard_key_words
+from epscert.montecarlo import backends
 from epscert.montecarlo.samplers import loss_sampler
 
 _DIRECTION_INDEX = {Direction.REMOVE: 0, Direction.ADD: 1}
@@ -61,9 +62,23 @@ def run_shard(task: ShardTask, progress: Callable[[int], None] | None = None) ->
     block = sampler.block_size()
     directions = config.direction.parts()
     acc = acc_mod.create(directions, len(config.epsilons))
+    backend = backends.resolve(config.backend, sampler, method)
+    if backend == "jax":
+        from epscert.montecarlo.backends import jax_backend
+
+        jax_backend.check_supported(sampler, method)
+        tag = f"jax:{jax_backend.device_name()}"
+    else:
+        tag = backends.NUMPY_TAG
     for direction in directions:
         if sampler.log_scale(direction) < LOG_NEGLIGIBLE:  # event of probability < 1e-304: δ <= s = 0.0
             acc = acc_mod.merge([acc, acc_mod.Accumulator(((direction, _zeros(task.samples, config)),))])
+            continue
+        if backend == "jax":
+            words = shard_key_words(config.seed, key, task.shard_index, _DIRECTION_INDEX[direction])
+            sums = jax_backend.direction_sums(sampler, method, direction, words, task.samples,
+                                              config.epsilons, progress)
+            acc = acc_mod.merge([acc, acc_mod.Accumulator(((direction, sums),))])
             continue
         for b, start in enumerate(range(0, task.samples, block)):
             n = min(block, task.samples - start)
@@ -72,7 +87,7 @@ def run_shard(task: ShardTask, progress: Callable[[int], None] | None = None) ->
             acc = acc_mod.add(acc, direction, losses, config.epsilons)
             if progress is not None:
                 progress(n)
-    return acc
+    return acc_mod.tagged(acc, tag)
 
 
 def run_conditional_shard(task: ShardTask, progress: Callable[[int], None] | None = None) -> acc_mod.Accumulator:

@@ -13,6 +13,7 @@ import numpy as np
 
 from epscert.allocation import bracket_for
 from epscert.montecarlo import accumulator as acc_mod
+from epscert.montecarlo.backends import split_tags
 from epscert._version import __version__
 from epscert.analytic.composed import composed_lower_bounds
 from epscert.analytic.cube import cube_lower_bound
@@ -40,6 +41,7 @@ def base_row(config: CertifyConfig, method: Method, direction: Direction, eps: f
         "seed": None, "orders": None, "scale": None, "bound": None, "guarantee": "estimate",
         "wall_seconds": float(wall), "epscert_version": __version__,
         "dataset_size": config.dataset_size, "max_batch_size": config.max_batch_size,
+        "backend": None, "device": None,
     }
 
 
@@ -75,6 +77,7 @@ def mc_rows(config: CertifyConfig, method: Method, acc: acc_mod.Accumulator, wal
     sampler = loss_sampler(config, method)
     parts = config.direction.parts()
     beta = config.error_prob / len(parts)
+    backend, device = split_tags(acc.tags)
     rows: list[dict] = []
     per_dir: dict[Direction, list[dict]] = {}
     for direction in parts:
@@ -92,6 +95,7 @@ def mc_rows(config: CertifyConfig, method: Method, acc: acc_mod.Accumulator, wal
                 samples=sums.count, error_prob=beta, seed=str(config.seed),
                 orders=config.orders if method.uses_order_stats else None,
                 scale=scale, bound=MC_BOUND_NAME, guarantee=sampler.guarantee,
+                backend=backend, device=device,
             )
             per_dir[direction].append(row)
         rows.extend(per_dir[direction])

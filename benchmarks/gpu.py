@@ -1,0 +1,160 @@
+"""Issue-18 benchmark: the JAX backend against numpy on one core and a bare kernel, one run.
+
+    python -m benchmarks.gpu [--quick] [--seconds S] [--out benchmarks/results]
+
+For T in {1000, 10^4}, E in {1, 10} and each estimator the JAX backend has (naive, order_stats
+with the default ranks; importance at E = 1 only, SPEC §4), REMOVE direction, 16 ε:
+- ``jax``: samples/s of :func:`epscert.montecarlo.backends.jax_backend.direction_sums` (losses,
+  Y at 16 ε, exact int64 grid sums on the device, host merge) on JAX's default device, after a
+  warm-up call whose time (compile) is reported on its own;
+- ``numpy``: samples/s of the numpy backend (``sampler.draw`` + ``accumulator.add``) on one core
+  of the same machine (thread variables forced to 1 before numpy loads);
+- ``bare``: samples/s of a bare jitted kernel on the same device (normal draws, the signal, a
+  logsumexp, one sum; nothing else): the practical limit;
+- the ratios jax/numpy and jax/bare, and a CLT check of the two backends' δ at the first ε
+  (z-score), so that a fast wrong kernel cannot pass.
+Figures are printed and saved as JSON under ``--out``, named after the device. No timing is
+asserted anywhere.
+"""
+
+from __future__ import annotations
+
+import os
+
+for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ[_var] = "1"
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import math  # noqa: E402
+import platform  # noqa: E402
+import re  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+EPS = tuple(0.25 * (i + 1) for i in range(16))
+SIGMA = 0.8
+
+
+def _timed(fn, min_seconds: float) -> tuple[float, int]:
+    """(seconds, calls) of repeated fn() until min_seconds have passed (at least one call)."""
+    calls, start = 0, time.perf_counter()
+    while True:
+        fn()
+        calls += 1
+        elapsed = time.perf_counter() - start
+        if elapsed >= min_seconds:
+            return elapsed, calls
+
+
+def bare_rate(steps: int, epochs: int, n_block: int, min_seconds: float) -> float:
+    """Samples/s of normal draws + signal + logsumexp + one sum, float64, fused by XLA."""
+    import jax
+    import jax.numpy as jnp
+    from jax.scipy.special import logsumexp
+
+    def kernel(key):
+        total = jnp.zeros((), jnp.float64)
+        for e in range(epochs):
+            z = jax.random.normal(jax.random.fold_in(key, e), (n_block, steps), dtype=jnp.float64) / SIGMA
+            total = total + jnp.sum(logsumexp(z.at[:, 0].add(1 / SIGMA**2), axis=1))
+        return total
+
+    with jax.enable_x64(True):
+        fn = jax.jit(kernel)
+        key = jax.random.key(0)
+        fn(key).block_until_ready()
+        counter = [0]
+
+        def step():
+            counter[0] += 1
+            fn(jax.random.fold_in(key, counter[0])).block_until_ready()
+        seconds, calls = _timed(step, min_seconds)
+    return calls * n_block / seconds
+
+
+def case(steps: int, epochs: int, method_name: str, jax_samples: int, numpy_seconds: float,
+         min_seconds: float) -> dict:
+    from epscert.montecarlo import accumulator as acc_mod
+    from epscert.montecarlo.backends import jax_backend
+    from epscert.montecarlo.samplers import loss_sampler
+    from epscert.params import CertifyConfig, Direction, Method
+    from epscert.rng import shard_generator, shard_key_words
+
+    config = CertifyConfig(sampler="balls_and_bins", sigma=SIGMA, steps=steps, epochs=epochs, epsilons=EPS,
+                           methods=method_name, samples=jax_samples)
+    method = Method(method_name)
+    sampler = loss_sampler(config, method)
+    direction = Direction.REMOVE
+    words = shard_key_words(0, 1, 0, 0)
+
+    start = time.perf_counter()
+    jax_backend.direction_sums(sampler, method, direction, words, min(jax_samples, 1 << 16), EPS)
+    warmup = time.perf_counter() - start
+    result = {}
+
+    def run_jax():
+        result["sums"] = jax_backend.direction_sums(sampler, method, direction, words, jax_samples, EPS)
+    seconds, calls = _timed(run_jax, min_seconds)
+    jax_rate = calls * jax_samples / seconds
+
+    block = sampler.block_size()
+    acc = acc_mod.create((direction,), len(EPS))
+    start, b = time.perf_counter(), 0
+    while time.perf_counter() - start < numpy_seconds:
+        rng = shard_generator(0, 1, 0, 0, b)
+        acc = acc_mod.add(acc, direction, sampler.draw(rng, block, direction), EPS)
+        b += 1
+    numpy_rate = acc[direction].count / (time.perf_counter() - start)
+
+    bare = bare_rate(steps, epochs, jax_backend.block_size(steps, jax_samples), min_seconds)
+    a, j = acc[direction], result["sums"]
+    z = [(j.mean(i) - a.mean(i)) / math.sqrt(max(a.mean_sq(i) - a.mean(i) ** 2, 1e-300) / a.count
+                                             + max(j.mean_sq(i) - j.mean(i) ** 2, 1e-300) / j.count)
+         for i in (0, 3)]
+    return {"T": steps, "E": epochs, "method": method_name, "jax_samples_per_s": jax_rate,
+            "numpy_1core_samples_per_s": numpy_rate, "bare_kernel_samples_per_s": bare,
+            "jax_over_numpy": jax_rate / numpy_rate, "jax_over_bare": jax_rate / bare,
+            "compile_seconds": warmup, "z_eps0.25": z[0], "z_eps1.0": z[1],
+            "jax_samples": j.count, "numpy_samples": a.count}
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="T = 1000 only, E = 1, few samples (a smoke run)")
+    parser.add_argument("--seconds", type=float, default=3.0, help="least seconds per timed figure")
+    parser.add_argument("--out", default=str(Path(__file__).resolve().parent / "results"))
+    args = parser.parse_args(argv)
+    import jax
+
+    from epscert.montecarlo.backends import jax_backend
+
+    device = jax_backend.device_name()
+    grid = [(1000, 1)] if args.quick else [(1000, 1), (1000, 10), (10_000, 1), (10_000, 10)]
+    rows = []
+    print(f"device: {device}; host: {platform.node()} {platform.processor() or platform.machine()}; "
+          f"jax {jax.__version__}; float64")
+    print("T      E   method      jax/s       numpy1core/s  bare/s      jax/numpy  jax/bare  compile_s  z")
+    for steps, epochs in grid:
+        for method in ("naive", "importance", "order_stats") if epochs == 1 else ("naive", "order_stats"):
+            width = steps if method != "order_stats" else 200  # about R + 1 with the default ranks
+            budget = 1 << 14 if args.quick else max(1 << 16, (1 << 31) // (width * epochs))
+            row = case(steps, epochs, method, budget, args.seconds, args.seconds)
+            rows.append(row)
+            print(f"{steps:<6} {epochs:<3} {method:<11} {row['jax_samples_per_s']:<11.3g} "
+                  f"{row['numpy_1core_samples_per_s']:<13.3g} {row['bare_kernel_samples_per_s']:<11.3g} "
+                  f"{row['jax_over_numpy']:<10.3g} {row['jax_over_bare']:<9.3g} {row['compile_seconds']:<10.3g} "
+                  f"{row['z_eps0.25']:+.2f},{row['z_eps1.0']:+.2f}", flush=True)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    name = re.sub(r"[^A-Za-z0-9]+", "-", device).strip("-").lower()
+    path = out / f"gpu-{name}{'-quick' if args.quick else ''}.json"
+    path.write_text(json.dumps({"device": device, "host": platform.node(), "jax": jax.__version__,
+                                "dtype": "float64", "sigma": SIGMA, "epsilons": EPS, "rows": rows}, indent=1))
+    print(f"saved {path}")
+
+
+if __name__ == "__main__":
+    main()

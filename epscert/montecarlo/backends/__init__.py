@@ -1,0 +1,58 @@
+"""Sampling backends: where a shard's Monte Carlo kernels run.
+
+- ``numpy`` (the default): the samplers of :mod:`epscert.montecarlo.samplers` on one CPU core,
+  numpy streams from :func:`epscert.rng.shard_generator`.
+- ``jax``: :mod:`epscert.montecarlo.backends.jax_backend` (imported lazily), float64, on JAX's
+  default device; its own stream from :func:`epscert.rng.shard_key_words`, identical on CPU and GPU.
+- ``auto``: ``jax`` when JAX is installed, sees a GPU and has a kernel for the request; else ``numpy``.
+
+Both backends return the same exact integer sums (:mod:`epscert.montecarlo.accumulator`), so the
+certificate code downstream does not know which one ran. Accumulators carry a tag per backend
+and device that ran a shard (``'numpy:cpu'``, ``'jax:gpu:NVIDIA H100 80GB HBM3'``), which the rows
+record.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+
+from epscert.params import BACKENDS, Method
+from epscert.montecarlo.samplers.balls_and_bins import BallsAndBinsSampler
+from epscert.montecarlo.samplers.poisson_pair import PoissonPairSampler
+from epscert.montecarlo.samplers.shuffle_pair import ShufflePairSampler
+
+NUMPY_TAG = "numpy:cpu"
+
+
+def jax_has_kernel(sampler: object, method: Method) -> bool:
+    """Whether the JAX backend implements (sampler, method): Balls-and-Bins/deterministic naive and
+    importance, Balls-and-Bins order_stats, shuffle and Poisson naive."""
+    if isinstance(sampler, BallsAndBinsSampler):
+        return method in (Method.NAIVE, Method.IMPORTANCE) or (method is Method.ORDER_STATS and sampler.steps > 1)
+    return isinstance(sampler, (ShufflePairSampler, PoissonPairSampler)) and method is Method.NAIVE
+
+
+def resolve(backend: str, sampler: object, method: Method) -> str:
+    """'numpy' or 'jax' for a configured backend name (``auto`` decided here, per process)."""
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {BACKENDS}, got backend={backend!r}")
+    if backend == "numpy":
+        return "numpy"
+    if backend == "jax":
+        if importlib.util.find_spec("jax") is None:
+            raise ValueError("backend='jax' needs JAX: pip install 'epscert[jax]' (CPU) or 'epscert[gpu]' (CUDA)")
+        return "jax"
+    if importlib.util.find_spec("jax") is None or not jax_has_kernel(sampler, method):
+        return "numpy"
+    from epscert.montecarlo.backends import jax_backend
+
+    return "jax" if jax_backend.gpu_visible() else "numpy"
+
+
+def split_tags(tags: tuple[str, ...]) -> tuple[str | None, str | None]:
+    """(backend, device) columns for a set of tags: comma-joined sorted names, None when empty."""
+    if not tags:
+        return None, None
+    backends = sorted({t.split(":", 1)[0] for t in tags})
+    devices = sorted({t.split(":", 1)[1] for t in tags})
+    return ",".join(backends), ",".join(devices)
