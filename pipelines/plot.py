@@ -4,7 +4,9 @@
   drawn as their UCB, their mean with a ±2 SE bar, and a band only from a real lower bound (when
   the table has one) up to the UCB; UCBs at the sample-count floor are marked; exact values and
   upper bounds are solid lines, lower bounds dashed; every data point has a marker.
-- ``--kind sigma``: from a sweep over σ, ε(δ) against σ per sampler and method (as in the
+- ``--kind sigma``: from a sweep over σ, ε(δ) against σ per sampler and method, and for
+  Balls-and-Bins the deterministic PLD bracket's ε(δ) at that δ (upper line, band down to the
+  lower side) (as in the
   papers' figures), read from the certified ε(δ) rows where the table has them, else from the
   ε grid (smallest grid ε whose certified δ is <= δ, SPEC §8), a grid-edge value marked ≤.
 """
@@ -177,6 +179,26 @@ def certified_epsilons(table, delta: float, direction: str = "both") -> dict[tup
     return out
 
 
+def bracket_epsilons(table, delta: float, direction: str = "both") -> dict[tuple, dict[float, tuple[float, float]]]:
+    """Per (T, E) of the table's Balls-and-Bins configurations: σ -> (ε lower, ε upper) at ``delta``.
+
+    Computed from the deterministic PLD bracket (:mod:`epscert.allocation`) at this δ itself, not
+    read off an ε grid: both sides are certified (the true ε(δ) lies between them). Configurations
+    outside the bracket's range (σ < 0.3, T > 10^6, E > 1000) are left out.
+    """
+    from epscert.allocation import bracket_for  # noqa: PLC0415 (plotting only)
+    from epscert.params import BRACKET_MAX_EPOCHS, BRACKET_MAX_STEPS, BRACKET_MIN_SIGMA  # noqa: PLC0415
+
+    out: dict[tuple, dict[float, tuple[float, float]]] = defaultdict(dict)
+    seen = {(r["sigma"], r["steps"], r["epochs"]) for r in table.to_pylist() if r["sampler"] == "balls_and_bins"}
+    for sigma, steps, epochs in sorted(seen):
+        if sigma >= BRACKET_MIN_SIGMA and steps <= BRACKET_MAX_STEPS and epochs <= BRACKET_MAX_EPOCHS:
+            upper, lower = bracket_for(sigma, steps, epochs).epsilon(delta, direction)
+            if math.isfinite(upper):
+                out[(steps, epochs)][sigma] = (lower, upper)
+    return out
+
+
 def plot_epsilon_vs_sigma(table, out: str, delta: float, direction: str = "both") -> str:
     """ε(δ) against σ per sampler and method, from a sweep table (see :func:`certified_epsilons`)."""
     fig, ax = draw_epsilon_vs_sigma(table, delta, direction)
@@ -201,6 +223,13 @@ def draw_epsilon_vs_sigma(table, delta: float, direction: str = "both"):
                 ax.plot([s], [value], linestyle="none", marker="v" if mark == "≤" else "^", markersize=9,
                         markerfacecolor="none", color=line.get_color())
                 ax.annotate(f"{mark}{value:g}", (s, value), textcoords="offset points", xytext=(4, 4), fontsize=7)
+        drawn += 1
+    for (steps, epochs), by_sigma in sorted(bracket_epsilons(table, delta, direction).items()):
+        sigmas = sorted(by_sigma)
+        lows, ups = [by_sigma[s][0] for s in sigmas], [by_sigma[s][1] for s in sigmas]
+        (line,) = ax.plot(sigmas, ups, marker="s", label=f"balls_and_bins PLD bracket, upper (T={steps}, E={epochs})")
+        ax.fill_between(sigmas, lows, ups, alpha=0.3, color=line.get_color(),
+                        label=f"balls_and_bins PLD bracket, lower to upper (T={steps}, E={epochs})")
         drawn += 1
     if not drawn:
         raise ValueError(f"no configuration of the table reaches delta={delta} on its ε grid or ε(δ) rows")

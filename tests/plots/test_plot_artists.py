@@ -80,3 +80,22 @@ def test_sigma_figure_reads_certified_epsilon_rows_and_marks_grid_edges():
     texts = [t.get_text() for t in ax.texts]
     assert texts.count("≤1") == 3  # grid-edge values are bounds, shown as such
     assert not math.isnan(ax.get_ylim()[0])
+
+
+def test_sigma_figure_draws_the_pld_bracket_as_a_band():
+    # a sweep over σ ∈ {0.6, 0.8, 1.0} at T = 100 with a coarse grid: the bracket's ε(δ) is computed at δ
+    # itself (no grid floor), the band runs from its lower to its upper side
+    from epscert.allocation import bracket_for
+
+    rows = [_row("balls_and_bins", "naive", e, sigma, delta=1e-2, delta_upper=2e-2, std_error=1e-3,
+                 guarantee="mc_upper_confidence") for sigma in (0.6, 0.8, 1.0) for e in EPS]
+    for r in rows:
+        r["steps"] = 100
+    fig, ax = plot.draw_epsilon_vs_sigma(to_table(rows), 1e-3)
+    line = next(x for x in ax.get_lines() if x.get_label().startswith("balls_and_bins PLD bracket, upper"))
+    expected = [bracket_for(s, 100, 1).epsilon(1e-3) for s in (0.6, 0.8, 1.0)]
+    assert list(line.get_ydata()) == pytest.approx([u for u, _ in expected])
+    assert len(set(line.get_ydata())) == 3  # σ matters: no flat grid floor
+    band = next(c for c in ax.collections if isinstance(c, PolyCollection))
+    ys = band.get_paths()[0].vertices[:, 1]
+    assert ys.min() == pytest.approx(min(lo for _, lo in expected)) and ys.max() == pytest.approx(expected[0][0])
