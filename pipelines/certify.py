@@ -28,12 +28,14 @@ from apache_beam.runners.runner import PipelineResult, PipelineState
 from epscert.results.baselines import baseline_tasks
 from epscert.params import (
     DEFAULT_ERROR_PROB, DEFAULT_PLD_DISCRETIZATION, DEFAULT_SAMPLES, CertifyConfig, Direction, Method, Sampler,
+    check_float,
 )
 from epscert.montecarlo.shard import auto_shards
 from pipelines.options import (
     ArgumentParser, RunnerChoice, UsageError, check_output_reachable, check_unknown_flags,
     check_writable_file, choose_runner, make_pipeline, parse_floats, parse_int, report_usage_error,
 )
+from pipelines.certify_waves import run_waves
 from pipelines.output import FORMATS, print_rows
 from transforms.certify import CertifyConfigs
 from transforms.progress import ProgressReporter
@@ -91,6 +93,11 @@ def build_parser(prog: str = PROG) -> ArgumentParser:
     add("--format", default="table", choices=FORMATS, help="what to print on stdout: a table or one JSON "
         "object per row (default: %(default)s)")
     add("--no-baselines", "--no_baselines", action="store_true", help="skip the analytic baselines branch")
+    add("--target-rel-width", "--target_rel_width", default=None, help="run Monte Carlo methods in waves of "
+        "doubling samples (the first of --samples) until UCB/LCB <= 1 + W; beta_k = beta 2^-(k+1) in wave k; "
+        "each wave is one Beam job (default: one run of --samples)")
+    add("--max-samples", "--max_samples", default=None, help="sample budget of --target-rel-width "
+        "(default: 64 x --samples)")
     add("--no-progress", "--no_progress", action="store_true", help="no progress lines on stderr")
     return parser
 
@@ -139,6 +146,8 @@ class CertifyJob:
     fmt: str
     progress: bool
     choice: RunnerChoice
+    target_rel_width: float | None = None
+    max_samples: int | None = None
 
 
 def prepare(argv: Sequence[str] | None = None, prog: str = PROG) -> CertifyJob:
@@ -150,6 +159,16 @@ def prepare(argv: Sequence[str] | None = None, prog: str = PROG) -> CertifyJob:
         config = config_from_args(args)
     except ValueError as err:
         raise UsageError(str(err)) from None
+    width, budget = None, None
+    if args.target_rel_width is not None:
+        try:
+            width = check_float("target_rel_width", args.target_rel_width, low=0.0, low_open=True)
+        except ValueError as err:
+            raise UsageError(str(err)) from None
+        budget = 64 * config.samples if args.max_samples is None else parse_int(
+            "max_samples", args.max_samples, config.samples)
+    elif args.max_samples is not None:
+        raise UsageError(f"--max-samples needs --target-rel-width, got max_samples={args.max_samples!r}")
     choice = choose_runner(pipeline_args)
     if args.output is None and not choice.local:
         raise UsageError(f"--output is required with runner={choice.name!r}")
@@ -157,7 +176,7 @@ def prepare(argv: Sequence[str] | None = None, prog: str = PROG) -> CertifyJob:
         check_output_reachable("output", args.output, choice)
         check_writable_file("output", args.output)
     return CertifyJob(config, tuple(job_configs(config, not args.no_baselines)), args.output,
-                      args.format, not args.no_progress, choice)
+                      args.format, not args.no_progress, choice, width, budget)
 
 
 def build(pipeline: beam.Pipeline, job: CertifyJob, output: str) -> None:
@@ -180,8 +199,11 @@ def run(argv: Sequence[str] | None = None, *, wait: bool = True, stdout: TextIO 
     tmpdir = None if job.output is not None else tempfile.mkdtemp(prefix="epscert-certify-")
     output = job.output if tmpdir is None else os.path.join(tmpdir, "results.parquet")
     try:
-        pipeline = make_pipeline(job.choice)
-        build(pipeline, job, output)
+        if job.target_rel_width is not None:
+            pipeline = run_waves(job, lambda: make_pipeline(job.choice), output)
+        else:
+            pipeline = make_pipeline(job.choice)
+            build(pipeline, job, output)
         result = pipeline.run()
         if not wait:
             return result

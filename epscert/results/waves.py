@@ -33,25 +33,45 @@ def relative_width(rows: list[dict]) -> float:
     return worst
 
 
+def wave_tasks(config: CertifyConfig, method: Method, k: int, offset: int) -> tuple[CertifyConfig, list[ShardTask]]:
+    """Wave ``k``'s configuration (samples so far, β_k = β·2^{-(k+1)}) and its fresh shard tasks.
+
+    Wave k draws config.samples·2^k new samples in ``config.shards`` shards whose indices start
+    at ``offset`` (the shard count of the earlier waves), so no sample is reused across waves.
+    """
+    size = config.samples << k
+    total = config.samples * ((2 << k) - 1)
+    wave = dataclasses.replace(config, samples=total, error_prob=config.error_prob * 2.0 ** -(k + 1))
+    tasks = plan_shards(dataclasses.replace(wave, samples=size), method)
+    return wave, [ShardTask(wave, method, offset + t.shard_index, t.samples) for t in tasks]
+
+
+def run_tasks_here(tasks: list[ShardTask]) -> acc_mod.Accumulator:
+    """Run shard tasks in this process and merge them (the API's wave runner)."""
+    return acc_mod.merge([run_shard(t) for t in tasks])
+
+
 def waves_rows(config: CertifyConfig, method: Method, target_rel_width: float, max_samples: int,
-               progress: Callable[[str], None] | None = None) -> list[dict]:
-    """Rows of ``method`` from doubling waves (module docstring); config.samples is the first wave."""
+               progress: Callable[[str], None] | None = None,
+               run_wave: Callable[[int, list[ShardTask]], acc_mod.Accumulator] | None = None) -> list[dict]:
+    """Rows of ``method`` from doubling waves (module docstring); config.samples is the first wave.
+
+    ``run_wave(k, tasks)`` returns the merged accumulator of wave k's tasks (default: run them
+    here); the Beam CLI passes one that runs each wave as one Beam job. Both give the same rows.
+    """
     w = check_float("target_rel_width", target_rel_width, low=0.0, low_open=True)
     budget = check_int("max_samples", max_samples, config.samples)
-    start, acc, total, k, offset = time.perf_counter(), None, 0, 0, 0
-    size = config.samples
+    start, acc, k, offset = time.perf_counter(), None, 0, 0
     while True:
-        total += size
-        wave = dataclasses.replace(config, samples=total, error_prob=config.error_prob * 2.0 ** -(k + 1))
-        tasks = plan_shards(dataclasses.replace(wave, samples=size), method)
-        parts = [run_shard(ShardTask(wave, method, offset + t.shard_index, t.samples)) for t in tasks]
+        wave, tasks = wave_tasks(config, method, k, offset)
         offset += len(tasks)
-        acc = acc_mod.merge(parts if acc is None else [acc, *parts])
+        part = run_tasks_here(tasks) if run_wave is None else run_wave(k, tasks)
+        acc = part if acc is None else acc_mod.merge([acc, part])
         rows = mc_rows(wave, method, acc, time.perf_counter() - start)
         reported = [r for r in rows if r["direction"] == wave.direction.value]
         width = relative_width(reported)
         if progress is not None:
-            progress(f"wave {k}: {total} samples, width {width:.4g} (target {1 + w:.4g})")
-        if width <= 1.0 + w or total + 2 * size > budget:
+            progress(f"wave {k}: {wave.samples} samples, width {width:.4g} (target {1 + w:.4g})")
+        if width <= 1.0 + w or wave.samples + 2 * (config.samples << k) > budget:
             return rows
-        size, k = 2 * size, k + 1
+        k += 1

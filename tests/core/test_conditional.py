@@ -138,3 +138,26 @@ def test_waves_stop_at_the_target_width_and_spend_beta_validly():
     assert rows[0]["samples"] == 200 * (2 ** (k + 1) - 1)
     assert "width" in lines[-1]
     assert relative_width(rows) <= 1.5 or rows[0]["samples"] == 3000
+
+
+def test_api_target_rel_width_runs_the_waves():
+    """certify(target_rel_width=...): wave 0 alone equals a plain run at β/2; later waves add fresh shards."""
+    import dataclasses
+    from epscert.api import certify, certify_config
+    kw = dict(sigma=0.8, steps=3, epsilons=(0.5, 1.0), method=("conditional", "cube_lower_bound"), samples=64,
+              shards=2, seed=5, direction="add")
+    one = certify(**kw, target_rel_width=1e-9, max_samples=64).to_pylist()  # budget stops after wave 0
+    cfg = CertifyConfig(sampler="balls_and_bins", sigma=0.8, steps=3, epsilons=(0.5, 1.0),
+                        methods=("conditional", "cube_lower_bound"), samples=64, shards=2, seed=5, direction="add")
+    plain = certify_config(dataclasses.replace(cfg, error_prob=cfg.error_prob / 2)).to_pylist()
+    key = lambda r: (r["method"], r["epsilon"])  # noqa: E731
+    strip = lambda rows: [dict(r, wall_seconds=0.0, config_id=None) for r in sorted(rows, key=key)]  # noqa: E731
+    assert strip(one) == strip(plain)
+    more = [r for r in certify(**kw, target_rel_width=1e-9, max_samples=448).to_pylist()
+            if r["method"] == "conditional"]
+    assert {r["samples"] for r in more} == {448}  # waves 64 + 128 + 256, budget reached
+    assert {r["error_prob"] for r in more} == {cfg.error_prob / 8}
+    firsts = [r for r in one if r["method"] == "conditional"]
+    assert all(m["delta"] != f["delta"] for m, f in zip(sorted(more, key=key), sorted(firsts, key=key)))
+    with pytest.raises(ValueError, match="target_rel_width"):
+        certify(**kw, target_rel_width=0.0)
