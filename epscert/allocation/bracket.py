@@ -21,6 +21,9 @@ So, per direction d with raw sums D_up, D_lo over the final atoms,
     upper_d(ε) = min(1, max(resolution, (1 + r_up) D_up(ε) + value_error_up + cap_d)),
     lower_d(ε) = max(0, (1 − r_lo) D_lo(ε) − value_error_lo),  reported as 0 if < resolution,
 
+where r also holds the rounding of the final sum over the atoms and D is evaluated with e^ε moved
+outward by a few ulp (:func:`~epscert.allocation.cells.evaluation_rel_error`, ``K_SLACK``).
+
 and BOTH takes the maximum of the two directions on each side (δ = max(δ_remove, δ_add)).
 Clamping to [0, 1] is safe because δ ∈ [0, 1]. Raising the upper bound to ``resolution``
 only loosens it; zeroing a lower bound only loosens it.
@@ -44,7 +47,7 @@ from functools import cached_property, lru_cache
 
 import numpy as np
 
-from epscert.allocation.cells import CellLaw, hockey_add, hockey_remove
+from epscert.allocation.cells import CellLaw, evaluation_rel_error, hockey_add, hockey_remove
 from epscert.allocation.compose import product_of_epochs
 from epscert.allocation.epoch import ChainLaw, mean_of_steps
 from epscert.allocation.tails import base_laws, cap_terms, log_cap
@@ -184,12 +187,13 @@ class AllocationBracket:
     # ---- bounds at arbitrary ε (monotone by construction) ---------------------------------
     def _side(self, eps: np.ndarray, part: Direction, side: str) -> np.ndarray:
         final = self._upper if side == "upper" else self._lower
-        raw = (hockey_remove if part is Direction.REMOVE else hockey_add)(final.law, eps)
+        raw = (hockey_remove if part is Direction.REMOVE else hockey_add)(final.law, eps, side)
+        rel = final.mass_rel_error + evaluation_rel_error(final.law)  # the laws' and this sum's rounding
         if side == "upper":
             key = "remove" if part is Direction.REMOVE else "add"
-            val = (1.0 + final.mass_rel_error) * raw + final.value_error + self._cap[key]
+            val = (1.0 + rel) * raw + final.value_error + self._cap[key]
             return np.clip(np.maximum(val, self.resolution), 0.0, 1.0)
-        val = (1.0 - final.mass_rel_error) * raw - final.value_error
+        val = (1.0 - rel) * raw - final.value_error
         val = np.where(val < self.resolution, 0.0, val)
         return np.clip(val, 0.0, 1.0)
 

@@ -355,15 +355,32 @@ def max_present(gamma: np.ndarray, mass: np.ndarray, copies: float) -> float:
     return float(np.dot(steps, hit))
 
 
-def hockey_remove(law: CellLaw, epsilons: np.ndarray) -> np.ndarray:
-    """Σ m (v − e^ε)_+ for every ε (exact for the atoms; vectorised over ε)."""
-    k = np.exp(np.asarray(epsilons, dtype=np.float64))
+#: Relative allowance on K = e^ε as computed (numpy's exp is within a few ulp; one more rounding
+#: for the scaling below): the upper side uses K·(1 − K_SLACK), the lower side K·(1 + K_SLACK).
+K_SLACK = 8.0 * UNIT_ROUNDOFF
+
+
+def evaluation_rel_error(law: CellLaw) -> float:
+    """Relative rounding of Σ m·(hockey term) over the atoms of ``law``.
+
+    Each term (v − K)_+·m or (1 − K v)_+·m is formed with at most 3 roundings of nonnegative
+    quantities (relative 3u), and a sum of n nonnegative terms in any order is within (n − 1)u
+    relative of the exact sum, so (n + 4)u bounds the relative error of the computed hockey value
+    for the K actually used. K itself is moved outward by ``K_SLACK`` (both integrands are
+    non-increasing in K), which covers the rounding of e^ε.
+    """
+    return (len(law) + 4) * UNIT_ROUNDOFF
+
+
+def hockey_remove(law: CellLaw, epsilons: np.ndarray, side: str = "upper") -> np.ndarray:
+    """Σ m (v − e^ε)_+ for every ε, with K = e^ε moved outward for ``side`` (module docstring)."""
+    k = np.exp(np.asarray(epsilons, dtype=np.float64)) * (1.0 - K_SLACK if side == "upper" else 1.0 + K_SLACK)
     return np.maximum(law.values[None, :] - k[:, None], 0.0) @ law.masses
 
 
-def hockey_add(law: CellLaw, epsilons: np.ndarray) -> np.ndarray:
-    """Σ m (1 − e^ε v)_+ for every ε."""
-    k = np.exp(np.asarray(epsilons, dtype=np.float64))
+def hockey_add(law: CellLaw, epsilons: np.ndarray, side: str = "upper") -> np.ndarray:
+    """Σ m (1 − e^ε v)_+ for every ε, with K = e^ε moved outward for ``side``."""
+    k = np.exp(np.asarray(epsilons, dtype=np.float64)) * (1.0 - K_SLACK if side == "upper" else 1.0 + K_SLACK)
     with np.errstate(over="ignore"):  # e^ε·v = inf only where the integrand is 0
         return np.maximum(1.0 - k[:, None] * law.values[None, :], 0.0) @ law.masses
 
