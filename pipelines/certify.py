@@ -26,6 +26,9 @@ from apache_beam.options.pipeline_options import TestOptions
 from apache_beam.runners.runner import PipelineResult, PipelineState
 
 from epscert.results.baselines import baseline_tasks
+from epscert.results.cost import (
+    MAX_BASELINE_SECONDS, MAX_PLD_BYTES, Cost, check_pld_memory, config_cost, format_bytes, format_seconds,
+)
 from epscert.params import (
     DEFAULT_ERROR_PROB, DEFAULT_PLD_DISCRETIZATION, DEFAULT_SAMPLES, CertifyConfig, Direction, Method, Sampler,
 )
@@ -156,8 +159,34 @@ def prepare(argv: Sequence[str] | None = None, prog: str = PROG) -> CertifyJob:
     if args.output is not None:
         check_output_reachable("output", args.output, choice)
         check_writable_file("output", args.output)
-    return CertifyJob(config, tuple(job_configs(config, not args.no_baselines)), args.output,
-                      args.format, not args.no_progress, choice)
+    configs = tuple(job_configs(config, not args.no_baselines))
+    check_costs(config, configs)
+    return CertifyJob(config, configs, args.output, args.format, not args.no_progress, choice)
+
+
+def check_costs(config: CertifyConfig, configs: Sequence[CertifyConfig]) -> None:
+    """Refuse, before any sampling, PLD work past the caps of :mod:`epscert.results.cost`.
+
+    The methods asked for may use up to MAX_PLD_BYTES; the baselines (context, asked for by default)
+    also at most MAX_BASELINE_SECONDS of one core, with ``--no-baselines`` as the way out.
+    """
+    try:
+        check_pld_memory(config, "--pld-discretization")
+    except ValueError as err:
+        raise UsageError(str(err)) from None
+    baselines = [c for c in configs if c.config_id != config.config_id]
+    cost = Cost()
+    for base in baselines:
+        cost = cost + config_cost(base)
+    over = max(cost.seconds / MAX_BASELINE_SECONDS, cost.peak_bytes / MAX_PLD_BYTES)
+    if over > 1:
+        raise UsageError(
+            f"the analytic baselines at sigma={config.sigma:g}, steps={config.steps}, epochs={config.epochs}, "
+            f"pld_discretization={config.pld_discretization:g} need about {format_seconds(cost.seconds)} of one "
+            f"core and {format_bytes(cost.peak_bytes)} of memory (dp_accounting PLDs of about {cost.points:.2g} "
+            f"grid points; limits {format_seconds(MAX_BASELINE_SECONDS)} and {format_bytes(MAX_PLD_BYTES)}); "
+            f"skip them with --no-baselines, or use a coarser --pld-discretization "
+            f"(>= {config.pld_discretization * over:.2g})")
 
 
 def build(pipeline: beam.Pipeline, job: CertifyJob, output: str) -> None:
