@@ -38,6 +38,7 @@ from pipelines.options import (
     check_writable_file, choose_runner, make_pipeline, parse_floats, parse_int, report_usage_error,
 )
 from pipelines.output import FORMATS, print_rows
+from pipelines.plan import print_plan
 from transforms.certify import CertifyConfigs
 from transforms.progress import ProgressReporter
 from transforms.shards import total_samples
@@ -95,6 +96,8 @@ def build_parser(prog: str = PROG) -> ArgumentParser:
         "object per row (default: %(default)s)")
     add("--no-baselines", "--no_baselines", action="store_true", help="skip the analytic baselines branch")
     add("--no-progress", "--no_progress", action="store_true", help="no progress lines on stderr")
+    add("--dry-run", action="store_true", help="print the configurations, samples, estimated CPU time and "
+        "peak memory, then exit without running anything (Beam's --dry_run=True builds the job instead)")
     return parser
 
 
@@ -142,6 +145,7 @@ class CertifyJob:
     fmt: str
     progress: bool
     choice: RunnerChoice
+    plan_only: bool = False
 
 
 def prepare(argv: Sequence[str] | None = None, prog: str = PROG) -> CertifyJob:
@@ -161,7 +165,7 @@ def prepare(argv: Sequence[str] | None = None, prog: str = PROG) -> CertifyJob:
         check_writable_file("output", args.output)
     configs = tuple(job_configs(config, not args.no_baselines))
     check_costs(config, configs)
-    return CertifyJob(config, configs, args.output, args.format, not args.no_progress, choice)
+    return CertifyJob(config, configs, args.output, args.format, not args.no_progress, choice, args.dry_run)
 
 
 def check_costs(config: CertifyConfig, configs: Sequence[CertifyConfig]) -> None:
@@ -203,9 +207,15 @@ def build(pipeline: beam.Pipeline, job: CertifyJob, output: str) -> None:
 
 
 def run(argv: Sequence[str] | None = None, *, wait: bool = True, stdout: TextIO | None = None,
-        prog: str = PROG) -> PipelineResult:
-    """Run the certify job; print the rows on ``stdout`` (default sys.stdout) when it finishes here."""
+        prog: str = PROG) -> PipelineResult | None:
+    """Run the certify job; print the rows on ``stdout`` (default sys.stdout) when it finishes here.
+
+    With ``--dry-run``: print the plan and its estimates (:mod:`pipelines.plan`), return None.
+    """
     job = prepare(argv, prog)
+    if job.plan_only:
+        print_plan(job.configs, stdout if stdout is not None else sys.stdout)
+        return None
     tmpdir = None if job.output is not None else tempfile.mkdtemp(prefix="epscert-certify-")
     output = job.output if tmpdir is None else os.path.join(tmpdir, "results.parquet")
     try:
@@ -235,7 +245,7 @@ def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
         result = run(argv, prog=prog)
     except UsageError as err:
         return report_usage_error(prog, err)
-    return 0 if result.state in (PipelineState.DONE, None) else 1
+    return 0 if result is None or result.state in (PipelineState.DONE, None) else 1
 
 
 if __name__ == "__main__":

@@ -71,3 +71,40 @@ def test_tiny_sigma_baselines_refused_with_the_way_out(capsys):
     assert cli.main(["certify", "--sigma", "0.05", "--steps", "100", "--samples", "1000"]) == 2
     err = capsys.readouterr().err
     assert "analytic baselines at sigma=0.05" in err and "GiB" in err and "--no-baselines" in err
+
+
+def test_certify_dry_run_prints_the_estimates_and_writes_nothing(tmp_path, capsys):
+    out = tmp_path / "r.parquet"
+    argv = ["certify", "--sigma", "1", "--steps", "10", "--samples", "10000000", "--output", str(out), "--dry-run"]
+    assert cli.main(argv) == 0
+    printed = capsys.readouterr().out
+    assert "balls_and_bins sigma=1 steps=10" in printed and "samples=10000000" in printed
+    assert "estimated CPU time" in printed and "estimated peak memory" in printed and "nothing was run" in printed
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_sweep_dry_run_writes_nothing(tmp_path, small_spec, capsys):
+    out = tmp_path / "out"
+    assert cli.main(["sweep", str(small_spec), "--output", str(out), "--dry-run"]) == 0
+    printed = capsys.readouterr().out
+    assert "4 configurations to compute (0 already complete)" in printed and "CPU-hours" in printed
+    assert not out.exists()
+
+
+def _huge_spec(tmp_path):
+    spec = tmp_path / "huge.yaml"
+    sigmas = ", ".join(str(0.5 + i / 1000) for i in range(100))
+    spec.write_text(f"sampler: balls_and_bins\nsigma: [{sigmas}]\nsteps: 1000\nmethod: naive\n"
+                    "samples: 2000000000\nepsilons: [1]\n")
+    return spec
+
+
+def test_sweep_above_the_cpu_hours_cap_refuses_to_start(tmp_path, capsys):
+    # was: a sweep of 2e11 samples started without a word, with an ETA of 231 days
+    spec, out = _huge_spec(tmp_path), tmp_path / "out"
+    assert cli.main(["sweep", str(spec), "--output", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "CPU-hours" in err and "max_cpu_hours=24" in err and "--max-cpu-hours" in err
+    assert not (out / "parts").exists() or not any((out / "parts").iterdir())
+    assert cli.main(["sweep", str(spec), "--output", str(out), "--max-cpu-hours", "0"]) == 2
+    assert "max_cpu_hours must be a finite number > 0" in capsys.readouterr().err
