@@ -25,10 +25,12 @@ def total_cost(configs: Sequence[CertifyConfig]) -> Cost:
 
 def describe(config: CertifyConfig, cost: Cost) -> str:
     methods = ",".join(m.value for m in config.resolved)
-    samples = config.samples if any(m.is_monte_carlo for m in config.resolved) else 0
+    work = (f"samples={config.samples} shards={config.shards}" if any(m.is_monte_carlo for m in config.resolved)
+            else "analytic")
+    peak = f"peak about {format_bytes(cost.peak_bytes)}" if cost.peak_bytes else "no large arrays"
     return (f"{config.sampler.value} sigma={config.sigma:g} steps={config.steps} epochs={config.epochs} "
-            f"methods={methods} samples={samples} shards={config.shards} epsilons={len(config.epsilons)}: "
-            f"about {format_seconds(cost.seconds)} of one core, peak about {format_bytes(cost.peak_bytes)}")
+            f"methods={methods} {work} epsilons={len(config.epsilons)}: "
+            f"about {format_seconds(cost.seconds)} of one core, {peak}")
 
 
 def print_plan(configs: Sequence[CertifyConfig], stream: TextIO, reused: int = 0, limit: int = 50) -> Cost:
