@@ -26,6 +26,9 @@ from apache_beam.options.pipeline_options import TestOptions
 from apache_beam.runners.runner import PipelineResult, PipelineState
 
 from epscert.results.baselines import baseline_tasks
+from epscert.results.cost import (
+    MAX_BASELINE_SECONDS, MAX_PLD_BYTES, Cost, check_pld_memory, config_cost, format_bytes, format_seconds,
+)
 from epscert.params import (
     DEFAULT_ERROR_PROB, DEFAULT_PLD_DISCRETIZATION, DEFAULT_SAMPLES, CertifyConfig, Direction, Method, Sampler,
     check_float,
@@ -37,6 +40,7 @@ from pipelines.options import (
 )
 from pipelines.certify_waves import run_waves
 from pipelines.output import FORMATS, print_rows
+from pipelines.plan import print_plan
 from transforms.certify import CertifyConfigs
 from transforms.progress import ProgressReporter
 from transforms.shards import total_samples
@@ -99,6 +103,8 @@ def build_parser(prog: str = PROG) -> ArgumentParser:
     add("--max-samples", "--max_samples", default=None, help="sample budget of --target-rel-width "
         "(default: 64 x --samples)")
     add("--no-progress", "--no_progress", action="store_true", help="no progress lines on stderr")
+    add("--dry-run", action="store_true", help="print the configurations, samples, estimated CPU time and "
+        "peak memory, then exit without running anything (Beam's --dry_run=True builds the job instead)")
     return parser
 
 
@@ -148,6 +154,7 @@ class CertifyJob:
     choice: RunnerChoice
     target_rel_width: float | None = None
     max_samples: int | None = None
+    plan_only: bool = False
 
 
 def prepare(argv: Sequence[str] | None = None, prog: str = PROG) -> CertifyJob:
@@ -175,8 +182,35 @@ def prepare(argv: Sequence[str] | None = None, prog: str = PROG) -> CertifyJob:
     if args.output is not None:
         check_output_reachable("output", args.output, choice)
         check_writable_file("output", args.output)
-    return CertifyJob(config, tuple(job_configs(config, not args.no_baselines)), args.output,
-                      args.format, not args.no_progress, choice, width, budget)
+    configs = tuple(job_configs(config, not args.no_baselines))
+    check_costs(config, configs)
+    return CertifyJob(config, configs, args.output, args.format, not args.no_progress, choice, width, budget,
+                      args.dry_run)
+
+
+def check_costs(config: CertifyConfig, configs: Sequence[CertifyConfig]) -> None:
+    """Refuse, before any sampling, PLD work past the caps of :mod:`epscert.results.cost`.
+
+    The methods asked for may use up to MAX_PLD_BYTES; the baselines (context, asked for by default)
+    also at most MAX_BASELINE_SECONDS of one core, with ``--no-baselines`` as the way out.
+    """
+    try:
+        check_pld_memory(config, "--pld-discretization")
+    except ValueError as err:
+        raise UsageError(str(err)) from None
+    baselines = [c for c in configs if c.config_id != config.config_id]
+    cost = Cost()
+    for base in baselines:
+        cost = cost + config_cost(base)
+    over = max(cost.seconds / MAX_BASELINE_SECONDS, cost.peak_bytes / MAX_PLD_BYTES)
+    if over > 1:
+        raise UsageError(
+            f"the analytic baselines at sigma={config.sigma:g}, steps={config.steps}, epochs={config.epochs}, "
+            f"pld_discretization={config.pld_discretization:g} need about {format_seconds(cost.seconds)} of one "
+            f"core and {format_bytes(cost.peak_bytes)} of memory (dp_accounting PLDs of about {cost.points:.2g} "
+            f"grid points; limits {format_seconds(MAX_BASELINE_SECONDS)} and {format_bytes(MAX_PLD_BYTES)}); "
+            f"skip them with --no-baselines, or use a coarser --pld-discretization "
+            f"(>= {config.pld_discretization * over:.2g})")
 
 
 def build(pipeline: beam.Pipeline, job: CertifyJob, output: str) -> None:
@@ -193,9 +227,15 @@ def build(pipeline: beam.Pipeline, job: CertifyJob, output: str) -> None:
 
 
 def run(argv: Sequence[str] | None = None, *, wait: bool = True, stdout: TextIO | None = None,
-        prog: str = PROG) -> PipelineResult:
-    """Run the certify job; print the rows on ``stdout`` (default sys.stdout) when it finishes here."""
+        prog: str = PROG) -> PipelineResult | None:
+    """Run the certify job; print the rows on ``stdout`` (default sys.stdout) when it finishes here.
+
+    With ``--dry-run``: print the plan and its estimates (:mod:`pipelines.plan`), return None.
+    """
     job = prepare(argv, prog)
+    if job.plan_only:
+        print_plan(job.configs, stdout if stdout is not None else sys.stdout)
+        return None
     tmpdir = None if job.output is not None else tempfile.mkdtemp(prefix="epscert-certify-")
     output = job.output if tmpdir is None else os.path.join(tmpdir, "results.parquet")
     try:
@@ -228,7 +268,7 @@ def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
         result = run(argv, prog=prog)
     except UsageError as err:
         return report_usage_error(prog, err)
-    return 0 if result.state in (PipelineState.DONE, None) else 1
+    return 0 if result is None or result.state in (PipelineState.DONE, None) else 1
 
 
 if __name__ == "__main__":

@@ -45,6 +45,7 @@ from apache_beam.io.filesystems import FileSystems
 
 from epscert.inverse.best import auto_methods
 from epscert.results.baselines import baseline_tasks
+from epscert.results.cost import check_pld_memory
 from epscert.params import CertifyConfig, show, steps_per_epoch
 from pipelines.certify import with_shards
 from pipelines.options import UsageError
@@ -214,6 +215,11 @@ def expand(spec: Mapping) -> list[CertifyConfig]:
         for config in list(configs.values()):
             for base, _ in baseline_tasks(config):
                 configs.setdefault(base.config_id, base)
+    for config in configs.values():  # dp_accounting PLDs past the memory cap: refused before any work
+        try:
+            check_pld_memory(config, "spec key pld_discretization")
+        except ValueError as err:
+            raise SpecError(f"sweep spec: {err}") from None
     return list(configs.values())
 
 

@@ -19,6 +19,7 @@ waves. On remote runners the default is one job for the whole sweep.
 from __future__ import annotations
 
 import datetime
+import math
 import os
 import sys
 from dataclasses import dataclass
@@ -35,6 +36,7 @@ from pipelines.options import (
     check_writable_dir, choose_runner, make_pipeline, parse_int, report_usage_error,
 )
 from pipelines.output import FORMATS, print_rows
+from pipelines.plan import DEFAULT_MAX_CPU_HOURS, check_cpu_hours, print_plan
 from transforms.certify import CertifyConfigs
 from transforms.progress import ProgressReporter
 from transforms.shards import total_samples
@@ -79,6 +81,11 @@ def build_parser(prog: str = PROG) -> ArgumentParser:
         help="estimated core-seconds per pipeline run; finished waves survive a crash; 0 = one run for "
              f"the whole sweep (default: auto = {LOCAL_WAVE_SECONDS:g} locally, 0 on remote runners)")
     add("--no-progress", "--no_progress", action="store_true", help="no progress lines on stderr")
+    add("--dry-run", action="store_true", help="print the configurations to compute, samples, estimated CPU "
+        "time and peak memory, then exit without running or writing anything")
+    add("--max-cpu-hours", "--max_cpu_hours", default=str(DEFAULT_MAX_CPU_HOURS), metavar="H",
+        help="refuse to start a sweep estimated above H hours of one core (never prompts) "
+             "(default: %(default)s)")
     return parser
 
 
@@ -91,6 +98,8 @@ class SweepJob:
     wave_seconds: float
     progress: bool
     choice: RunnerChoice
+    plan_only: bool = False
+    max_cpu_hours: float = DEFAULT_MAX_CPU_HOURS
 
 
 def expand_output(path: str, today: datetime.date | None = None) -> str:
@@ -119,11 +128,18 @@ def prepare(argv: Sequence[str] | None = None, prog: str = PROG) -> SweepJob:
             raise UsageError(f"wave_seconds must be a number >= 0 or 'auto', got wave_seconds={args.wave_seconds!r}") from None
         if not wave >= 0:
             raise UsageError(f"wave_seconds must be a number >= 0 or 'auto', got wave_seconds={args.wave_seconds!r}")
+    try:
+        max_hours = float(args.max_cpu_hours) if str(args.max_cpu_hours).isascii() else math.nan
+    except ValueError:
+        max_hours = math.nan
+    if not max_hours > 0 or math.isinf(max_hours):
+        raise UsageError(f"max_cpu_hours must be a finite number > 0, got max_cpu_hours={args.max_cpu_hours!r}")
     configs = spec_mod.load(spec_path)
     output = expand_output(args.output)
     check_output_reachable("output", output, choice)
-    check_writable_dir("output", output)
-    check_writable_dir("output", join(output, PARTS_DIR), shown=output)
+    if not args.dry_run:  # a dry run writes nothing, not even DIR
+        check_writable_dir("output", output)
+        check_writable_dir("output", join(output, PARTS_DIR), shown=output)
     if shards > MAX_OUTPUT_SHARDS:
         raise UsageError(f"output_shards must be <= {MAX_OUTPUT_SHARDS} (one Parquet file each), got "
                          f"output_shards={shards}; use fewer output shards")
@@ -131,7 +147,8 @@ def prepare(argv: Sequence[str] | None = None, prog: str = PROG) -> SweepJob:
         if is_local(path) and os.path.isdir(path):
             raise UsageError(f"output holds a directory where the results file goes: {path!r} "
                              f"(output={output!r}); remove it or choose another --output")
-    return SweepJob(tuple(configs), output, args.format, shards, wave, not args.no_progress, choice)
+    return SweepJob(tuple(configs), output, args.format, shards, wave, not args.no_progress, choice,
+                    args.dry_run, max_hours)
 
 
 def pending(job: SweepJob) -> list[CertifyConfig]:
@@ -175,13 +192,23 @@ def build(pipeline: beam.Pipeline, job: SweepJob, batch: Sequence[CertifyConfig]
 
 
 def run(argv: Sequence[str] | None = None, *, wait: bool = True, stdout: TextIO | None = None,
-        prog: str = PROG) -> PipelineResult:
+        prog: str = PROG) -> PipelineResult | None:
     """Run the sweep; returns the PipelineResult of the last (assembling) pipeline run.
+
+    ``--dry-run``: print the plan (:mod:`pipelines.plan`) and return None. Past ``--max-cpu-hours`` of
+    estimated single-core time the sweep is refused (UsageError) before any pipeline starts.
 
     With ``wait=False`` (flex templates) the sweep runs as one job and is not waited for.
     """
     job = prepare(argv, prog)
     todo = pending(job)
+    if job.plan_only:
+        print_plan(todo, stdout if stdout is not None else sys.stdout, reused=len(job.configs) - len(todo))
+        return None
+    try:
+        check_cpu_hours(todo, job.max_cpu_hours)
+    except ValueError as err:
+        raise UsageError(str(err)) from None
     batches = waves(todo, job.wave_seconds if wait else 0.0)
     print(f"epscert: sweep of {len(job.configs)} configurations: {len(job.configs) - len(todo)} complete "
           f"in {join(job.output, PARTS_DIR)}, {len(todo)} to compute in {len(batches)} pipeline run(s)",
@@ -219,7 +246,7 @@ def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
         result = run(argv, prog=prog)
     except UsageError as err:
         return report_usage_error(prog, err)
-    return 0 if result.state == PipelineState.DONE else 1
+    return 0 if result is None or result.state == PipelineState.DONE else 1
 
 
 if __name__ == "__main__":

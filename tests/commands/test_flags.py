@@ -50,7 +50,7 @@ def test_hints_by_meaning_and_spelling(capsys, flag, meant):
     assert f"did you mean {meant}?" in _error(capsys, ["certify", *BASE, flag, "3"])
 
 
-@pytest.mark.parametrize("argv", [["--runner_typo", "x"], ["--dry-run"], ["stray"], ["--direct_num_workers", "two"]])
+@pytest.mark.parametrize("argv", [["--runner_typo", "x"], ["--dryrun"], ["stray"], ["--direct_num_workers", "two"]])
 def test_anything_beam_does_not_define_is_refused(capsys, argv):
     _error(capsys, ["certify", *BASE, *argv])
 

@@ -39,3 +39,72 @@ def test_sweep_output_checked_before_work(tmp_path, small_spec, capsys):
     assert "results.parquet" in capsys.readouterr().err
     assert cli.main(["sweep", str(small_spec), "--output", str(tmp_path / "o2"), "--output-shards", "1000000"]) == 2
     assert "output_shards=1000000" in capsys.readouterr().err
+
+
+def test_fine_pld_discretization_refused_before_sampling(tmp_path, capsys):
+    # was: the whole sampling phase, then a 421 GiB allocation traceback (8e10 grid points)
+    argv = ["certify", "--sigma", "1", "--steps", "10", "--samples", "100000000", "--pld-discretization", "1e-10"]
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert "pld_discretization=1e-10" in err and "TiB" in err and "--no-baselines" in err
+    assert cli.main(argv + ["--no-baselines", "--sampler", "poisson", "--method", "pld_upper"]) == 2
+    assert "coarser --pld-discretization" in capsys.readouterr().err
+    spec = tmp_path / "spec.yaml"
+    spec.write_text("sampler: poisson\nsigma: 1.0\nsteps: 10\nepsilons: [1]\npld_discretization: 1.0e-10\n")
+    assert cli.main(["sweep", str(spec), "--output", str(tmp_path / "out")]) == 2
+    assert "spec key pld_discretization" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
+def test_pld_size_estimate_matches_dp_accounting():
+    from dp_accounting.pld import privacy_loss_distribution as pld_lib
+
+    from epscert.results.cost import poisson_pld_cost
+    for sigma, steps in ((1.0, 10), (2.0, 100)):
+        pld = pld_lib.from_gaussian_mechanism(standard_deviation=sigma, sampling_prob=1 / steps,
+                                              value_discretization_interval=1e-2)
+        assert poisson_pld_cost(sigma, steps, 1e-2).points == pytest.approx(pld._pmf_remove.size, rel=0.05)
+
+
+def test_tiny_sigma_baselines_refused_with_the_way_out(capsys):
+    # was: 145 s and 2.9 GB of baselines; now refused at once with the estimate and --no-baselines
+    assert cli.main(["certify", "--sigma", "0.05", "--steps", "100", "--samples", "1000"]) == 2
+    err = capsys.readouterr().err
+    assert "analytic baselines at sigma=0.05" in err and "GiB" in err and "--no-baselines" in err
+
+
+def test_certify_dry_run_prints_the_estimates_and_writes_nothing(tmp_path, capsys):
+    out = tmp_path / "r.parquet"
+    argv = ["certify", "--sigma", "1", "--steps", "10", "--samples", "10000000", "--output", str(out), "--dry-run"]
+    assert cli.main(argv) == 0
+    printed = capsys.readouterr().out
+    assert "balls_and_bins sigma=1 steps=10" in printed and "samples=10000000" in printed
+    assert "estimated CPU time" in printed and "estimated peak memory" in printed and "nothing was run" in printed
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_sweep_dry_run_writes_nothing(tmp_path, small_spec, capsys):
+    out = tmp_path / "out"
+    assert cli.main(["sweep", str(small_spec), "--output", str(out), "--dry-run"]) == 0
+    printed = capsys.readouterr().out
+    assert "4 configurations to compute (0 already complete)" in printed and "CPU-hours" in printed
+    assert not out.exists()
+
+
+def _huge_spec(tmp_path):
+    spec = tmp_path / "huge.yaml"
+    sigmas = ", ".join(str(0.5 + i / 1000) for i in range(100))
+    spec.write_text(f"sampler: balls_and_bins\nsigma: [{sigmas}]\nsteps: 1000\nmethod: naive\n"
+                    "samples: 2000000000\nepsilons: [1]\n")
+    return spec
+
+
+def test_sweep_above_the_cpu_hours_cap_refuses_to_start(tmp_path, capsys):
+    # was: a sweep of 2e11 samples started without a word, with an ETA of 231 days
+    spec, out = _huge_spec(tmp_path), tmp_path / "out"
+    assert cli.main(["sweep", str(spec), "--output", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "CPU-hours" in err and "max_cpu_hours=24" in err and "--max-cpu-hours" in err
+    assert not (out / "parts").exists() or not any((out / "parts").iterdir())
+    assert cli.main(["sweep", str(spec), "--output", str(out), "--max-cpu-hours", "0"]) == 2
+    assert "max_cpu_hours must be a finite number > 0" in capsys.readouterr().err
