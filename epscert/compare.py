@@ -7,6 +7,11 @@ PLD bracket (:mod:`epscert.allocation`, where σ, T, E are in its range), and th
 Monte Carlo mean and UCB, with a check that the Monte Carlo mean lies inside the bracket within
 4 standard errors (the two methods share no code, so each checks the other). For each δ: the same as ε(δ). The hidden-state bound needs loss
 assumptions (convexity, smoothness) that (σ, T, E) alone do not give, so it is not included.
+
+The comparison is of fresh Balls-and-Bins (``sampler='balls_and_bins'``) against the others;
+:func:`compare_rows` refuses any other sampler rather than relabel it. The persistent variant
+``balls_and_bins_persistent`` at (σ, T, E) is exactly fresh Balls-and-Bins at (σ/√E, T, 1), so its
+comparison is ``compare`` with ``--sigma`` σ/√E and ``--epochs 1``.
 """
 
 from __future__ import annotations
@@ -40,6 +45,9 @@ def compare_rows(config: CertifyConfig, deltas: Sequence[float] = (), fft: bool 
 
     ``progress`` receives :class:`epscert.progress.ProgressUpdate` s of the Monte Carlo passes.
     """
+    if config.sampler is not Sampler.BALLS_AND_BINS:
+        raise ValueError(f"sampler must be 'balls_and_bins' for a comparison (a persistent run at (σ, T, E) "
+                         f"is compared as balls_and_bins at (σ/√E, T, 1)), got sampler={config.sampler.value!r}")
     rows: list[dict] = []
     mc = dataclasses.replace(config, sampler=Sampler.BALLS_AND_BINS,
                              methods=tuple(m for m in config.methods if Method(m).is_monte_carlo) or (Method.AUTO,))

@@ -52,6 +52,12 @@ def accountant_class() -> type:
         ``get_epsilon(delta)`` is epscert's certified upper bound for ``ceil(steps / T)`` whole epochs
         of the sampler (holding with probability >= 1 - error_prob for Monte Carlo methods). Further
         keyword arguments (method, samples, error_prob, seed) go to :class:`epscert.Accountant`.
+
+        After k < T steps of epoch e, the ε is that of e whole epochs: the models released so far are
+        a function of the whole run's releases (its prefix), and post-processing cannot raise ε, so
+        the certificate of e whole epochs holds for them. ``last_certificate`` is the
+        :class:`~epscert.inverse.best.Certificate` behind the last ε returned (None unless
+        ``method='auto'``).
         """
 
         def __init__(self, batch_sampler: BatchIndexSampler, noise_multiplier: float, **accountant_kwargs):
@@ -63,6 +69,8 @@ def accountant_class() -> type:
             self.accountant_kwargs = accountant_kwargs
             self.steps = 0
             self.epsilons: dict[tuple[int, float], float] = {}
+            self.certificates: dict[tuple[int, float], Any] = {}
+            self.last_certificate = None
             self.epscert_accountant(1)  # validates σ and the kwargs before any training
 
         def epscert_accountant(self, epochs: int):
@@ -94,7 +102,10 @@ def accountant_class() -> type:
                 return 0.0
             key = (epochs, float(delta))
             if key not in self.epsilons:
-                self.epsilons[key] = self.epscert_accountant(epochs).get_epsilon(delta)
+                accountant = self.epscert_accountant(epochs)
+                self.epsilons[key] = accountant.get_epsilon(delta)
+                self.certificates[key] = accountant.last_certificate
+            self.last_certificate = self.certificates[key]
             return self.epsilons[key]
 
         def __len__(self) -> int:

@@ -174,7 +174,7 @@ def _analytic_epsilon(config: CertifyConfig, method: Method, delta: float, direc
 
 def analytic_bound_name(config: CertifyConfig, method: Method) -> str:
     """The ``bound`` column of an analytic ε(δ) row (the same names as the δ(ε) rows)."""
-    if method in (Method.PLD_UPPER, Method.PLD_LOWER) and config.sampler is Sampler.BALLS_AND_BINS:
+    if method in (Method.PLD_UPPER, Method.PLD_LOWER) and config.sampler.base is Sampler.BALLS_AND_BINS:
         return "allocation_bracket_upper" if method is Method.PLD_UPPER else "allocation_bracket_lower"
     return {Method.EXACT: "gaussian_closed_form", Method.PLD_UPPER: "pld_pessimistic",
             Method.PLD_LOWER: "pld_optimistic"}.get(method, "cube")
