@@ -156,7 +156,10 @@ SUPPORTED_METHODS: dict[Sampler, frozenset[Method]] = {
     Sampler.SHUFFLE: frozenset({Method.NAIVE, Method.AUTO, Method.CUBE_LOWER_BOUND}),
     Sampler.SHUFFLE_PERSISTENT: frozenset({Method.NAIVE, Method.AUTO, Method.CUBE_LOWER_BOUND}),
 }
-SUPPORTED_METHODS[Sampler.BALLS_AND_BINS_PERSISTENT] = SUPPORTED_METHODS[Sampler.BALLS_AND_BINS]
+#: The persistent variant is certified as one epoch at σ/√E; the conditional estimator is wired for the
+#: fresh sampler only (ask for balls_and_bins at σ/√E, epochs=1, to run it on the reduction).
+SUPPORTED_METHODS[Sampler.BALLS_AND_BINS_PERSISTENT] = SUPPORTED_METHODS[Sampler.BALLS_AND_BINS] - {
+    Method.CONDITIONAL, Method.CONDITIONAL_ORDER_STATS}
 
 #: The deterministic Balls-and-Bins bracket (``pld_upper``/``pld_lower``, epscert.allocation)
 #: accepts σ >= BRACKET_MIN_SIGMA (below it the lognormal factor is too heavy-tailed for the

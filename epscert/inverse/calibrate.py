@@ -210,6 +210,10 @@ def calibrate_sigma(config: CertifyConfig, target_epsilon: float, target_delta: 
     if pen >= delta_t:
         raise ValueError(f"the truncation penalty {pen:.3g} at target_epsilon={eps_t} already exceeds "
                          f"target_delta={delta_t}; raise max_batch_size")
+    search_seed = config.seed
+    fresh_seed = (config.seed + 1) % 2**128 if certify_seed is None else certify_seed
+    if fresh_seed == search_seed:
+        raise ValueError(f"certify_seed must differ from the search seed, got certify_seed={certify_seed}")
     if uses_bracket(config):
         meter = ProgressMeter(progress, 1, "calibrate", unit="evaluations", interval=0.0)
         start = time.perf_counter()
@@ -227,10 +231,6 @@ def calibrate_sigma(config: CertifyConfig, target_epsilon: float, target_delta: 
                            search_sigmas=tuple(tried), search_seconds=search_seconds,
                            certify_seconds=certify_seconds)
     budget = search_samples if search_samples is not None else max(1, config.samples // 4)
-    search_seed = config.seed
-    fresh_seed = (config.seed + 1) % 2**128 if certify_seed is None else certify_seed
-    if fresh_seed == search_seed:
-        raise ValueError(f"certify_seed must differ from the search seed, got certify_seed={certify_seed}")
     direction = config.direction.value
     tried: list[float] = []
     meter = ProgressMeter(progress, 1, "calibrate", unit="evaluations", interval=0.0)

@@ -145,6 +145,15 @@ CORPUS = [
       bug=HUGE_STEPS, raises=TypeError),
     E("certify", ["--output", OUT_BLOCKED_PARQUET], "output", id="output-parent-is-a-file"),
     E("certify", ["--output", "{readonly}/out.parquet"], "output", id="output-read-only-dir"),
+    # ---- epsilon -----------------------------------------------------------------------------
+    E("epsilon", ["--noise-multiplier", "0", "--steps", "10", "--delta", "1e-5"], "sigma", id="sigma-zero"),
+    E("epsilon", ["--noise-multiplier", "1", "--steps", "10", "--delta", "2"], "delta", id="delta-above-one"),
+    E("epsilon", ["--noise-multiplier", "1", "--delta", "1e-5"], "steps", id="no-steps"),
+    E("epsilon", ["--noise-multiplier", "1", "--dataset-size", "100", "--batch-size", "200", "--delta", "1e-5"],
+      "batch_size", id="batch-above-dataset"),
+    E("epsilon", ["--noise-multiplier", "1", "--steps", "10", "--delta", "1e-5", "--sampler", "urn"], "sampler",
+      id="unknown-sampler"),
+    E("epsilon", ["--noise-multiplier", "1", "--steps", "0", "--delta", "1e-5"], "steps", id="steps-zero"),
     # ---- sweep -------------------------------------------------------------------------------
     E("sweep", ["{spec-nan-sigma.yaml}"], "sigma", id="sigma-nan"),
     E("sweep", ["{spec-zero-sigma.yaml}"], "sigma", id="sigma-zero"),
@@ -296,9 +305,13 @@ def paths(tmp_path, results_table) -> dict[str, str]:
     readonly.chmod(0o700)
 
 
+#: Required flags given first, so that an entry's own value (later on the line) wins (argparse).
+PREFIX = {"certify": ["--sigma", "1", "--steps", "10"]}
+
+
 def expand_argv(command: str, argv: list[str], paths: dict[str, str], tmp_path: Path) -> list[str]:
     full = [re.sub(r"\{([^{}]+)\}", lambda m: paths[m.group(1)], a) for a in argv]
-    return [command, *full, *EXTRA.get(command, lambda p: [])(tmp_path)]
+    return [command, *PREFIX.get(command, []), *full, *EXTRA.get(command, lambda p: [])(tmp_path)]
 
 
 @pytest.fixture

@@ -30,10 +30,11 @@ from hypothesis import strategies as st
 import epscert.api
 import epscert.results.tables
 import epscert.montecarlo.shard
-from epscert.params import SUPPORTED_METHODS, CertifyConfig, Sampler
+from epscert.params import SUPPORTED_METHODS, CertifyConfig, Method, Sampler
 from epscert.montecarlo.samplers.base import LossSampler
 from pipelines import spec as spec_mod
 from pipelines.options import UsageError
+from epscert.inverse.best import auto_methods
 from pipelines.spec import GRID_KEYS, SINGLE_KEYS, SpecError
 
 #: Seconds one parse may take (they take milliseconds; the bound catches blow-ups, not slowness).
@@ -50,7 +51,7 @@ FUZZ = dict(deadline=None, derandomize=True, database=None,
 FUZZ_NO_SHRINK = dict(FUZZ, phases=[Phase.explicit, Phase.generate], report_multiple_bugs=False)
 
 SAMPLERS = [s.value for s in Sampler]
-ORDER_METHODS = ("order_stats", "importance_order_stats")
+ORDER_METHODS = tuple(m.value for m in Method if m.uses_order_stats)  # every method that needs T >= 2
 IMPORTANCE = ("importance", "importance_order_stats")
 
 
@@ -175,6 +176,7 @@ OUT_OF_RANGE = {
     "shards": [0, -1, "many", 2.5, 10**7],
     "pld_discretization": [0, -1e-4, 2.0, "fine"],
     "baselines": ["yes", 1, None],
+    "backend": ["cuda", "GPU", "", 3],
 }
 
 
@@ -190,8 +192,11 @@ def valid_specs(draw) -> dict:
     spec: dict = {}
     if samplers != [spec_mod.DEFAULT_SAMPLER] or draw(st.booleans()):  # left out: the default sampler
         spec["sampler"] = samplers if len(samplers) > 1 or draw(st.booleans()) else samplers[0]
-    spec["sigma"] = draw(st.one_of(st.floats(0.05, 20.0),
-                                   st.lists(st.floats(0.05, 20.0), min_size=1, max_size=3, unique=True)))
+    # the Balls-and-Bins PLD bracket needs σ >= 0.3 (σ/√E >= 0.3 for the persistent sampler, E <= 3)
+    bracket = {"pld_upper", "pld_lower"} & set(methods) and {"balls_and_bins", "balls_and_bins_persistent"} & set(samplers)
+    low = 0.6 if bracket else 0.05
+    spec["sigma"] = draw(st.one_of(st.floats(low, 20.0),
+                                   st.lists(st.floats(low, 20.0), min_size=1, max_size=3, unique=True)))
     min_steps = 2 if any(m in ORDER_METHODS for m in methods) or "auto" in methods else 1
     if mode in ("steps", "steps_n_B"):
         spec["steps"] = draw(st.lists(st.integers(min_steps, 30), min_size=1, max_size=3, unique=True))
@@ -351,9 +356,13 @@ def test_valid_specs_expand_to_their_product(workdir, spec):
     assert results["yaml"] == results["json"]
     grid = {k: (spec[k] if isinstance(spec[k], list) else [spec[k]]) for k in GRID_KEYS if k in spec}
     product = math.prod(len(v) for v in grid.values())
+    def allowed(c) -> set:  # "auto" in a sweep means the sampler's certified methods (issue 17 item 2)
+        names = set(grid.get("method", ["auto"]))
+        return names | ({m.value for m in auto_methods(c.sampler)} if "auto" in names else set())
+
     main = [c for c in configs if not spec.get("baselines")
             or (c.sampler.value in grid.get("sampler", ["balls_and_bins"])
-                and set(m.value for m in c.methods) <= set(grid.get("method", ["auto"])))]
+                and set(m.value for m in c.methods) <= allowed(c))]
     if not spec.get("baselines"):
         assert len(configs) <= product
     # every value of the sigma, sampler, samples grids shows up; nothing else does
