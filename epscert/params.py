@@ -41,7 +41,9 @@ EPSILON_BLOCK_BYTES = 2.44 * 2**30 / 10_001
 #: Sampling backends (epscert.montecarlo.backends): 'auto' takes JAX when a GPU is visible.
 BACKENDS = ("numpy", "jax", "auto")
 #: What the JAX backend has kernels for (its check_supported says the same).
-JAX_KERNELS = {"balls_and_bins": ("naive", "importance", "order_stats"), "deterministic": ("naive", "importance"),
+JAX_KERNELS = {"balls_and_bins": ("naive", "importance", "order_stats", "importance_order_stats", "conditional",
+                                  "conditional_order_stats"),
+               "deterministic": ("naive", "importance"),
                "shuffle": ("naive",), "shuffle_persistent": ("naive",), "poisson": ("naive",)}
 #: Default PLD discretization for dp_accounting baselines.
 DEFAULT_PLD_DISCRETIZATION = 1e-4
@@ -434,7 +436,7 @@ class CertifyConfig:
                 )
 
     def _check_backend(self) -> None:
-        """backend='jax' has the kernels of JAX_KERNELS only (naive and importance, no order statistics)."""
+        """backend='jax' has the kernels of JAX_KERNELS only (see epscert.montecarlo.backends)."""
         if self.backend != "jax":
             return
         for m in self.resolved:

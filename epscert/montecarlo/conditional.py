@@ -155,9 +155,22 @@ class ConditionalSampler:
 
     def draw(self, rng: np.random.Generator, n: int, direction: Direction, epsilons) -> np.ndarray:
         """(|ε|, n) i.i.d. conditional values (pessimistic ones for the order-statistics variant)."""
+        log_r, log_m = self.log_sums(rng, n, direction)
+        return self.values(direction, log_r, log_m, epsilons)
+
+    def values(self, direction: Direction, log_r: np.ndarray, log_m: np.ndarray | None, epsilons) -> np.ndarray:
+        """(|ε|, n) values from log R (and log M for REMOVE) of each sample (module docstring);
+        the one host copy of the value formulas, also used on the sums the JAX backend draws."""
         eps = np.asarray(epsilons, dtype=np.float64)
         if np.any(eps < self.eps0):
             raise ValueError(f"epsilons must be >= eps0={self.eps0}, got min epsilon={eps.min()}")
+        if direction is Direction.REMOVE:
+            y = remove_values(log_r, log_m, self.sigma, self.steps, eps)
+            return np.minimum(y, self.value_range(direction, eps)[:, None])
+        return add_values(log_r, self.sigma, self.steps, eps, self.log_phi_b)
+
+    def log_sums(self, rng: np.random.Generator, n: int, direction: Direction) -> tuple[np.ndarray, np.ndarray | None]:
+        """(log R, log M) per sample (log M None for ADD): the T - 1 conditioning coordinates drawn."""
         half, inv_sigma, d = 0.5 / self.sigma**2, 1.0 / self.sigma, self.steps - 1
         if direction is Direction.REMOVE:
             if d == 0:
@@ -171,8 +184,7 @@ class ConditionalSampler:
                 z = rng.standard_normal((n, d)) * inv_sigma
                 log_m = z.max(axis=1) - half
                 log_r = logsumexp_rows(z) - half
-            y = remove_values(log_r, log_m, self.sigma, self.steps, eps)
-            return np.minimum(y, self.value_range(direction, eps)[:, None])
+            return log_r, log_m
         if d == 0:
             log_r = np.full(n, -np.inf)
         elif self.order_stats:
@@ -182,7 +194,7 @@ class ConditionalSampler:
         else:
             z = normal_below(rng, self.b_add, (n, d)) * inv_sigma
             log_r = logsumexp_rows(z) - half
-        return add_values(log_r, self.sigma, self.steps, eps, self.log_phi_b)
+        return log_r, None
 
 
 def conditional_sampler(config, method) -> ConditionalSampler:

@@ -101,18 +101,37 @@ def run_conditional_shard(task: ShardTask, progress: Callable[[int], None] | Non
     block = max(1, min(sampler.block_size(), BLOCK_ELEMENTS // (n_eps * LEVELS)))  # the extra sums' array
     directions = config.direction.parts()
     acc = acc_mod.create(directions, n_eps, UNIT_LOG2, n_eps * LEVELS)
+    backend = backends.resolve(config.backend, sampler, method)
+    if backend == "jax":
+        from epscert.montecarlo.backends import jax_backend, jax_conditional
+
+        jax_conditional.check_supported(sampler)
+        tag = f"jax:{jax_backend.device_name()}"
+    else:
+        tag = backends.NUMPY_TAG
     for direction in directions:
         ranges = sampler.value_range(direction, config.epsilons)
         taus = np.stack([truncation_levels(float(b)) for b in ranges])[:, :, None]  # (|ε|, LEVELS, 1)
+
+        def fold(acc, y):
+            for start in range(0, y.shape[1], block):  # host temporaries bounded by the numpy block
+                part = y[:, start:start + block]
+                extra = np.minimum(part[:, None, :], taus).reshape(n_eps * LEVELS, part.shape[1])
+                acc = acc_mod.add_values(acc, direction, part, extra)
+                if progress is not None:
+                    progress(part.shape[1])
+            return acc
+
+        if backend == "jax":  # log-sums drawn on the device, values and exact sums on the host
+            words = shard_key_words(config.seed, key, task.shard_index, _DIRECTION_INDEX[direction])
+            for log_r, log_m in jax_conditional.blocks(sampler, direction, words, task.samples):
+                acc = fold(acc, sampler.values(direction, log_r, log_m, config.epsilons))
+            continue
         for b, start in enumerate(range(0, task.samples, block)):
             n = min(block, task.samples - start)
             rng = shard_generator(config.seed, key, task.shard_index, _DIRECTION_INDEX[direction], b)
-            y = sampler.draw(rng, n, direction, config.epsilons)
-            extra = np.minimum(y[:, None, :], taus).reshape(n_eps * LEVELS, n)
-            acc = acc_mod.add_values(acc, direction, y, extra)
-            if progress is not None:
-                progress(n)
-    return acc
+            acc = fold(acc, sampler.draw(rng, n, direction, config.epsilons))
+    return acc_mod.tagged(acc, tag)
 
 
 #: Below this log-probability the importance event is treated as empty (s underflows).

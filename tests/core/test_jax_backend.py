@@ -79,6 +79,21 @@ def test_same_key_same_stream_and_blocks_differ():
     assert not np.any(a == b) and not np.any(a == other)
 
 
+@pytest.mark.parametrize("steps,orders", [(12, "1,4,1,4,11,3"), pytest.param(2, None, marks=pytest.mark.slow)])
+def test_importance_order_stats_same_key_same_losses(steps, orders):
+    """Both directions; T = 2: the max at coordinate 2 leaves d = 0 ranks; T = 12 with partial ranks."""
+    config = _config("importance_order_stats", "jax", steps=steps, orders=orders)
+    sampler = loss_sampler(config, Method.IMPORTANCE_ORDER_STATS)
+    for direction in (Direction.REMOVE, Direction.ADD):
+        words = shard_key_words(1, 2, 3, 0)
+        a = jax_backend.losses(sampler, Method.IMPORTANCE_ORDER_STATS, direction, words, 0, 64)
+        assert np.all(np.isfinite(a))
+        assert np.array_equal(a, jax_backend.losses(sampler, Method.IMPORTANCE_ORDER_STATS, direction,
+                                                    words, 0, 64))
+        b = jax_backend.losses(sampler, Method.IMPORTANCE_ORDER_STATS, direction, words, 1, 64)
+        assert not np.any(a == b)
+
+
 def test_x64_stays_scoped_to_the_backend():
     jnp = jax.numpy
     before = jnp.zeros(1).dtype
@@ -100,15 +115,15 @@ ALPHA_Z = 1e-5
 @pytest.mark.parametrize("method,sampler", [
     ("naive", "balls_and_bins"), ("importance", "balls_and_bins"),
     pytest.param("naive", "shuffle", marks=pytest.mark.slow), pytest.param("naive", "poisson", marks=pytest.mark.slow),
-    ("order_stats", "balls_and_bins"),
+    ("order_stats", "balls_and_bins"), ("importance_order_stats", "balls_and_bins"),
 ])
 def test_numpy_and_jax_agree_within_clt_limits(method, sampler):
     n = 2**15
     results = {}
     for backend in ("numpy", "jax"):
-        extra = {"orders": "1,5,1,5,15,3", "steps": 40} if method == "order_stats" else {}  # partial ranks: a bound
+        extra = {"orders": "1,5,1,5,15,3", "steps": 40} if "order_stats" in method else {}  # partial ranks: a bound
         config = _config(method, backend, samples=n, seed=3, sampler=sampler,
-                         epochs=1 if method == "importance" else 2, **extra)
+                         epochs=1 if "importance" in method else 2, **extra)
         results[backend] = run_shard(plan_shards(config, config.resolved[0])[0])
     assert results["jax"].tags == ("jax:cpu:cpu",) and results["numpy"].tags == ("numpy:cpu",)
     z_crit = stats.norm.isf(ALPHA_Z / 2)
@@ -137,6 +152,7 @@ def _truth(steps: int, eps: float, direction: str) -> float:
     pytest.param("importance", "balls_and_bins", 3, marks=pytest.mark.slow),
     pytest.param("importance", "deterministic", 1, marks=pytest.mark.slow),
     pytest.param("order_stats", "balls_and_bins", 3, marks=pytest.mark.slow),  # default ranks 1..T-1: exact
+    pytest.param("importance_order_stats", "balls_and_bins", 3, marks=pytest.mark.slow),  # exact as well
 ])
 def test_certificate_coverage_on_the_jax_backend(method, sampler, steps):
     """REPS independent shards of 1000 samples; each shard's UCB at β misses the true δ with
@@ -165,8 +181,10 @@ def test_backend_choice_and_refusals():
     assert resolve("jax", sampler, Method.NAIVE) == "jax"
     with pytest.raises(ValueError, match="backend="):
         _config("naive", "cuda")
-    with pytest.raises(ValueError, match="backend='jax' has no kernel for method='importance_order_stats'"):
-        _config("importance_order_stats", "jax", steps=200)
+    with pytest.raises(ValueError, match="backend='jax' has no kernel for method='naive' with sampler="
+                                         "'balls_and_bins_persistent'"):
+        _config("naive", "jax", sampler="balls_and_bins_persistent")
+    assert _config("importance_order_stats", "jax", steps=200).backend == "jax"
     assert _config("naive", "jax", sampler="poisson").backend == "jax"
     assert _config("naive", "jax").config_id != _config("naive", "numpy").config_id
 
@@ -207,3 +225,50 @@ def test_cli_and_sweep_spec_take_the_backend():
     assert sorted(c.backend for c in configs) == ["jax", "numpy"]
     with pytest.raises(ValueError, match="backend"):
         expand({"sigma": 0.8, "steps": 10, "epsilons": [1], "backend": "cuda"})
+
+
+def _conditional_pair(method: str, n: int, **kw) -> dict:
+    extra = {"orders": "1,5,1,5,15,3", "steps": 40} if method == "conditional_order_stats" else {}
+    return {backend: run_shard(plan_shards(_config(method, backend, samples=n, seed=3, **extra, **kw),
+                                           Method(method))[0]) for backend in ("numpy", "jax")}
+
+
+@pytest.mark.parametrize("method", ["conditional", "conditional_order_stats"])
+def test_conditional_numpy_and_jax_agree_within_clt_limits(method):
+    """6 two-sided z-tests at ALPHA_Z per case (false failure <= 6e-5 over the seeds). The values are
+    in [0, T·δ_1(ε)] (REMOVE) and [0, 1] (ADD) with smooth laws: the CLT is accurate at 2^14 samples."""
+    n = 2**14
+    results = _conditional_pair(method, n)
+    assert results["jax"].tags == ("jax:cpu:cpu",) and results["numpy"].tags == ("numpy:cpu",)
+    z_crit = stats.norm.isf(ALPHA_Z / 2)
+    for direction in (Direction.REMOVE, Direction.ADD):
+        a, b = results["numpy"][direction], results["jax"][direction]
+        assert a.sum_y != b.sum_y and a.unit_log2 == b.unit_log2 == 1126 and len(a.extra) == len(b.extra) > 0
+        for i in range(len(EPS)):
+            (ma, va), (mb, vb) = _mean_and_var(a, i), _mean_and_var(b, i)
+            assert ma > 0 and mb > 0
+            assert abs(ma - mb) <= z_crit * math.sqrt(va / n + vb / n), (method, direction, EPS[i], ma, mb)
+
+
+def test_conditional_one_step_is_bit_for_bit_the_numpy_sums():
+    """T = 1: nothing is drawn (R = M = 0), so both backends fold the same closed-form values and
+    their exact sums (ΣY, ΣY², the truncated sums) must be equal integers, the padded block cut."""
+    results = _conditional_pair("conditional", 300, steps=1)
+    assert results["jax"].parts == results["numpy"].parts
+
+
+def test_conditional_same_key_same_log_sums_and_refusal():
+    from epscert.montecarlo.backends import jax_conditional
+    from epscert.montecarlo.conditional import ConditionalSampler
+
+    sampler = ConditionalSampler(0.7, 12, 0.25, (1, 2, 4, 8))
+    words = shard_key_words(1, 2, 3, 1)
+    for direction in (Direction.REMOVE, Direction.ADD):
+        a = list(jax_conditional.blocks(sampler, direction, words, 70))
+        b = list(jax_conditional.blocks(sampler, direction, words, 70))
+        assert len(a) == 1 and a[0][0].shape == (70,) and np.all(np.isfinite(a[0][0]))
+        assert np.array_equal(a[0][0], b[0][0])
+        other = list(jax_conditional.blocks(sampler, direction, shard_key_words(1, 2, 4, 1), 70))
+        assert not np.any(a[0][0] == other[0][0])
+    with pytest.raises(ValueError, match="log Phi"):  # b_add ~ -45 sigma: log Phi(b) ~ -1000
+        jax_conditional.check_supported(ConditionalSampler(0.1, 2, 500.0))

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import importlib.util
 
+from epscert.montecarlo.conditional import ConditionalSampler
 from epscert.params import BACKENDS, Method
 from epscert.montecarlo.samplers.balls_and_bins import BallsAndBinsSampler
 from epscert.montecarlo.samplers.poisson_pair import PoissonPairSampler
@@ -26,9 +27,13 @@ NUMPY_TAG = "numpy:cpu"
 
 def jax_has_kernel(sampler: object, method: Method) -> bool:
     """Whether the JAX backend implements (sampler, method): Balls-and-Bins/deterministic naive and
-    importance, Balls-and-Bins order_stats, shuffle and Poisson naive."""
+    importance, Balls-and-Bins order_stats and importance_order_stats, conditional and
+    conditional_order_stats, shuffle and Poisson naive."""
+    if isinstance(sampler, ConditionalSampler):
+        return method.is_conditional
     if isinstance(sampler, BallsAndBinsSampler):
-        return method in (Method.NAIVE, Method.IMPORTANCE) or (method is Method.ORDER_STATS and sampler.steps > 1)
+        return method in (Method.NAIVE, Method.IMPORTANCE) or (
+            method in (Method.ORDER_STATS, Method.IMPORTANCE_ORDER_STATS) and sampler.steps > 1)
     return isinstance(sampler, (ShufflePairSampler, PoissonPairSampler)) and method is Method.NAIVE
 
 

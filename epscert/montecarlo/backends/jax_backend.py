@@ -1,4 +1,5 @@
-"""The JAX sampling backend: Balls-and-Bins (naive, importance, order_stats), shuffle, Poisson (naive).
+"""The JAX sampling backend: Balls-and-Bins (naive, importance, order_stats, importance_order_stats),
+shuffle, Poisson (naive); the order-statistic kernels live in :mod:`.jax_orderstats`.
 
 Imported lazily (``import epscert`` never loads JAX). Every call runs inside
 ``jax.enable_x64(True)``, a context manager: the process-wide default dtype of a user's
@@ -31,6 +32,7 @@ the shuffle and Poisson kernels mirror their samplers' ``draw`` (docstrings belo
 - importance ADD: every coordinate conditioned on <= C by the same inverse CDF.
 The inverse CDF is exact in distribution for every bound (no rejection, which a fixed-shape
 kernel cannot do); ``ndtri_exp`` evaluates it through the survival branch above log Φ = -log 2.
+- order_stats, importance_order_stats: :mod:`epscert.montecarlo.backends.jax_orderstats`.
 """
 
 from __future__ import annotations
@@ -42,6 +44,12 @@ import numpy as np
 
 from epscert.montecarlo.accumulator import DirectionSums
 from epscert.montecarlo.exactsum import GRID_LOG2
+from epscert.montecarlo.backends.jax_orderstats import (
+    check_bounds,
+    importance_order_stats_kernel,
+    ndtri_exp,
+    order_stats_kernel,
+)
 from epscert.montecarlo.orderstats import lower_tail_weights, upper_tail_weights, usable_ranks
 from epscert.montecarlo.samplers.balls_and_bins import BallsAndBinsSampler
 from epscert.montecarlo.samplers.poisson_pair import PoissonPairSampler
@@ -57,7 +65,6 @@ FETCH_EVERY = 64
 #: range (log U >= -37 for U in (0, 1] on the 2**-52 grid): refused, see :func:`check_supported`.
 MIN_LOG_CDF_BOUND = -600.0
 _LO_BITS = 26
-_LOG_HALF = math.log(0.5)
 METHODS = (Method.NAIVE, Method.IMPORTANCE)
 
 
@@ -94,6 +101,10 @@ def check_supported(sampler: object, method: Method) -> None:
     """Raise ValueError (before any work) when this backend has no kernel for the request."""
     if isinstance(sampler, BallsAndBinsSampler) and method is Method.ORDER_STATS:
         return
+    if isinstance(sampler, BallsAndBinsSampler) and method is Method.IMPORTANCE_ORDER_STATS:
+        check_bounds(_log_ndtr_host(sampler.b_add), "importance_order_stats ADD")
+        check_bounds(_log_ndtr_host(sampler.b_remove), "importance_order_stats REMOVE (M >= C)")
+        return
     if isinstance(sampler, BallsAndBinsSampler) and method in METHODS:
         if method is Method.IMPORTANCE and float(_log_ndtr_host(sampler.b_add)) < MIN_LOG_CDF_BOUND:
             raise ValueError(f"backend='jax' needs log Phi(C_add/sigma) >= {MIN_LOG_CDF_BOUND} for importance "
@@ -102,7 +113,7 @@ def check_supported(sampler: object, method: Method) -> None:
     if isinstance(sampler, (ShufflePairSampler, PoissonPairSampler)) and method is Method.NAIVE:
         return
     raise ValueError(f"backend='jax' has kernels for Balls-and-Bins/deterministic naive and importance, "
-                     f"Balls-and-Bins order_stats, shuffle and Poisson naive only, got method={method.value!r} with {type(sampler).__name__}")
+                     f"Balls-and-Bins order_stats and importance_order_stats, shuffle and Poisson naive only, got method={method.value!r} with {type(sampler).__name__}")
 
 
 def kernel_spec(sampler: object, method: Method, direction: Direction) -> tuple:
@@ -122,6 +133,19 @@ def kernel_spec(sampler: object, method: Method, direction: Direction) -> tuple:
         return ("order_stats", method.value, direction.value, int(ranks.size) + 1, int(sampler.epochs),
                 (float(sampler.inv_sigma), float(sampler.inv_var), float(sampler.offset), int(d),
                  tuple(int(k) for k in ranks), tuple(float(w) for w in log_w)))
+    if method is Method.IMPORTANCE_ORDER_STATS:
+        head = (float(sampler.inv_sigma), float(sampler.inv_var), float(sampler.offset), int(sampler.steps))
+        if direction is Direction.ADD:
+            ranks = sampler.add_ranks
+            return ("importance_order_stats", method.value, direction.value, int(ranks.size) + 1, 1,
+                    head + (_log_ndtr_host(sampler.b_add), tuple(int(k) for k in ranks),
+                            tuple(float(w) for w in lower_tail_weights(ranks))))
+        parts = ()
+        for d in (sampler.steps - 1, sampler.steps - 2):  # the max at coordinate 1, at coordinate 2
+            ranks = usable_ranks(sampler.ranks, d)
+            parts += (tuple(int(k) for k in ranks), tuple(float(w) for w in upper_tail_weights(ranks, d)))
+        return ("importance_order_stats", method.value, direction.value, 2 * int(sampler.ranks.size) + 4, 1,
+                head + (float(sampler.b_remove), float(sampler.log_scale(direction))) + parts)
     return ("balls_and_bins", method.value, direction.value, int(sampler.steps), int(sampler.epochs),
             (float(sampler.inv_sigma), float(sampler.inv_var), float(sampler.offset),
              float(sampler.b_remove), float(sampler.b_add), float(sampler.log_scale(direction))))
@@ -192,7 +216,7 @@ def _loss_fn(spec: tuple, n: int):
 
     kind, method, direction, steps, epochs, consts = spec
     make = {"balls_and_bins": _kernel, "shuffle": _shuffle_kernel, "poisson": _poisson_kernel,
-            "order_stats": _order_stats_kernel}[kind]
+            "order_stats": order_stats_kernel, "importance_order_stats": importance_order_stats_kernel}[kind]
     kernel = make(method, direction, steps, n, consts)
 
     def block_losses(base, b):
@@ -241,16 +265,6 @@ def grid_halves(y):
     return jnp.sum(q >> _LO_BITS, axis=1), jnp.sum(q & ((1 << _LO_BITS) - 1), axis=1)
 
 
-def _ndtri_exp(y):
-    """Φ^{-1}(e^y) for y <= 0: Φ^{-1}(e^y) below log 1/2, -Φ^{-1}(-expm1(y)) above (no cancellation)."""
-    import jax.numpy as jnp
-    from jax.scipy.special import ndtri
-
-    low = ndtri(jnp.exp(jnp.minimum(y, _LOG_HALF)))
-    high = -ndtri(-jnp.expm1(jnp.maximum(y, _LOG_HALF)))
-    return jnp.where(y < _LOG_HALF, low, high)
-
-
 def _kernel(method: str, direction: str, steps: int, n: int, consts: tuple):
     """key -> (n,) directional losses of one epoch (pure JAX, traced under jit)."""
     import jax
@@ -277,7 +291,7 @@ def _kernel(method: str, direction: str, steps: int, n: int, consts: tuple):
         log_cdf_b = float(_log_ndtr_host(b_add))
 
         def importance_add(key):
-            z = _ndtri_exp(jnp.log(open_uniform(key, (n, steps))) + log_cdf_b)
+            z = ndtri_exp(jnp.log(open_uniform(key, (n, steps))) + log_cdf_b)
             return finish(jnp.minimum(z, b_add))  # the law has no mass above b; guards the last ulp
         return importance_add
 
@@ -286,10 +300,10 @@ def _kernel(method: str, direction: str, steps: int, n: int, consts: tuple):
     def importance_remove(key):
         k_max, k_pos, k_rest = jax.random.split(key, 3)
         log_cdf_m = jnp.log1p(-open_uniform(k_max, (n,)) * s) / steps
-        m = jnp.maximum(_ndtri_exp(jnp.maximum(log_cdf_m, -1e300)), b_remove)
+        m = jnp.maximum(ndtri_exp(jnp.maximum(log_cdf_m, -1e300)), b_remove)
         first = jax.random.uniform(k_pos, (n,), dtype=jnp.float64) < 1.0 / steps
         col = jnp.where(first | (steps == 1), 0, 1)
-        z = _ndtri_exp(jnp.log(open_uniform(k_rest, (n, steps))) + log_ndtr(m)[:, None])
+        z = ndtri_exp(jnp.log(open_uniform(k_rest, (n, steps))) + log_ndtr(m)[:, None])
         z = jnp.minimum(z, m[:, None])
         z = jnp.where(jnp.arange(steps)[None, :] == col[:, None], m[:, None], z)
         return finish(z)
@@ -331,47 +345,3 @@ def _poisson_kernel(method: str, direction: str, steps: int, n: int, consts: tup
         loss = jnp.sum(jnp.logaddexp(log_1mq, w / (sigma * sigma) + log_q - 0.5 / (sigma * sigma)), axis=1)
         return loss if direction == Direction.REMOVE.value else -loss
     return poisson
-
-
-def _order_stats_kernel(method: str, direction: str, width: int, n: int, consts: tuple):
-    """Order statistics (Algorithm 6 as exponential spacings, SPEC §5; as orderstats.py, no conditioning).
-
-    Ranks k_1 < ... < k_R of d draws: S_{k_j} = Σ_{i<=j} G_i, G_i ~ Gamma(k_i - k_{i-1}),
-    S_{d+1} = S_{k_R} + Gamma(d + 1 - k_R); the k_j-th largest uniform is Y = (S_{d+1} - S_{k_j}) / S_{d+1}
-    with survival p = S_{k_j} / S_{d+1}, both ratios of positive sums; the Gaussian value is
-    Φ^{-1}(Y) if Y < 1/2 else -Φ^{-1}(p), so Φ^{-1} is evaluated below 1/2 only.
-    REMOVE (d = T - 1): L <= logsumexp(x_1/σ², v_j/σ + log w_j) - offset, w_j = k_{j+1} - k_j.
-    ADD (d = T, rank T included): ℓ = offset - logsumexp(v_j/σ + log(k_j - k_{j-1})) >= the true ℓ.
-    """
-    import jax
-    import jax.numpy as jnp
-    from jax.scipy.special import logsumexp, ndtri
-
-    inv_sigma, inv_var, offset, d, ranks, log_w = consts
-    r = len(ranks)
-    gap_values = np.diff(np.asarray(ranks, dtype=np.float64), prepend=0.0)
-    wide = np.flatnonzero(gap_values > 1)  # rows that need a Gamma(gap); unit gaps are exponentials
-    wide_gaps = jnp.asarray(gap_values[wide])[:, None]
-    log_w = jnp.asarray(log_w)[:, None]
-    rest_shape = float(d + 1 - ranks[-1])
-
-    def order_stats(key):
-        k_gap, k_rest, k_one, k_wide = jax.random.split(key, 4)
-        g = jax.random.exponential(k_gap, (r, n), dtype=jnp.float64)  # Gamma(1)
-        if wide.size:
-            g = g.at[wide].set(jax.random.gamma(k_wide, jnp.broadcast_to(wide_gaps, (wide.size, n)),
-                                                dtype=jnp.float64))
-        rest = jax.random.gamma(k_rest, rest_shape, (n,), dtype=jnp.float64)
-        head = jnp.cumsum(g, axis=0)  # S_{k_j}
-        suffix = jnp.flip(jnp.cumsum(jnp.flip(g, 0), axis=0), 0)  # Σ_{i>=j} G_i
-        # S_{d+1} - S_{k_j} = rest + Σ_{i>j} G_i: suffix sums shifted by one, no subtraction
-        tail = rest[None, :] + jnp.concatenate([suffix[1:], jnp.zeros((1, n), jnp.float64)], axis=0)
-        total = head[-1] + rest
-        p, y = head / total, tail / total
-        v = jnp.where(p > y, ndtri(jnp.minimum(p, y)), -ndtri(jnp.minimum(p, y)))
-        terms = v * inv_sigma + log_w
-        if direction == Direction.REMOVE.value:
-            a1 = jax.random.normal(k_one, (1, n), dtype=jnp.float64) * inv_sigma + inv_var
-            return logsumexp(jnp.concatenate([a1, terms], axis=0), axis=0) - offset
-        return offset - logsumexp(terms, axis=0)
-    return order_stats
