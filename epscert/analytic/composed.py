@@ -126,13 +126,24 @@ def composed_lower_bound(sigma: float, steps: int, epochs: int, epsilons, pair: 
     return np.asarray([sliced_delta(pld, float(e)) for e in eps])
 
 
+def snapped_hint(hint: float) -> float:
+    """The slicing hint rounded up to a power of 2 (at least 1/16).
+
+    The hint only chooses where the one-epoch pair is sliced, so any value gives a valid lower
+    bound; snapping it lets an ε(δ) search, which asks at many ε, reuse a few cached compositions
+    instead of composing E-fold at every step.
+    """
+    return 2.0 ** max(-4, math.ceil(math.log2(hint))) if hint > 0 else 2.0 ** -4
+
+
 def composed_lower_bounds(sigma: float, steps: int, epochs: int, epsilons, pair: str,
                           direction: Direction, discretization: float) -> tuple[np.ndarray, float]:
     """(outward lower bounds on δ(ε) of E epochs, resolution): 0 below the resolution."""
     eps = np.atleast_1d(np.asarray(epsilons, dtype=np.float64))
     out, res = [], 0.0
     for part in direction.parts():
-        key = (float(sigma), int(steps), int(epochs), pair, part, float(discretization), float(eps.max()) / epochs)
+        key = (float(sigma), int(steps), int(epochs), pair, part, float(discretization),
+               snapped_hint(float(eps.max()) / epochs))
         pld = composed_lower_pld(*key)
         r = composed_resolution(*key)
         res = max(res, r.floor)
