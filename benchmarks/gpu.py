@@ -32,7 +32,6 @@ import re  # noqa: E402
 import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 
-import numpy as np  # noqa: E402
 
 EPS = tuple(0.25 * (i + 1) for i in range(16))
 SIGMA = 0.8

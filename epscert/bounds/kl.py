@@ -37,20 +37,27 @@ def bernoulli_kl(a: float, b: float) -> float:
     return max(out, 0.0)
 
 
+def _kl_setup(mean: float, count: int, error_prob: float, scale: float) -> tuple[float, float] | None:
+    """(p̂ in [0, 1], log(1/β)/m) of a KL–Chernoff bound, or None when the range is empty (scale <= 0)."""
+    if count < 1:
+        raise ValueError(f"count must be >= 1, got count={count}")
+    if not 0.0 < error_prob < 1.0:
+        raise ValueError(f"error_prob must be in (0, 1), got error_prob={error_prob}")
+    if not scale > 0.0:
+        return None
+    return min(max(mean / scale, 0.0), 1.0), math.log(1.0 / error_prob) / count
+
+
 def kl_ucb(mean: float, count: int, error_prob: float, scale: float = 1.0) -> float:
     """KL–Chernoff upper confidence bound at failure probability ``error_prob``.
 
     ``mean`` is the empirical mean of ``count`` i.i.d. values in [0, scale].
     Returns u with Pr[true mean > u] <= error_prob.
     """
-    if count < 1:
-        raise ValueError(f"count must be >= 1, got count={count}")
-    if not 0.0 < error_prob < 1.0:
-        raise ValueError(f"error_prob must be in (0, 1), got error_prob={error_prob}")
-    if not scale > 0.0:
+    setup = _kl_setup(mean, count, error_prob, scale)
+    if setup is None:
         return 0.0
-    p_hat = min(max(mean / scale, 0.0), 1.0)
-    target = math.log(1.0 / error_prob) / count
+    p_hat, target = setup
     if p_hat >= 1.0:
         return scale
     if p_hat == 0.0:  # kl(0 || p) = -log(1 - p): closed form
@@ -86,14 +93,10 @@ def kl_lcb(mean: float, count: int, error_prob: float, scale: float = 1.0) -> fl
     probability <= β. Bisection keeps the lower end of the bracket, which is then deflated by
     ``UCB_SAFETY`` (relative), so numerical error can only lower the bound.
     """
-    if count < 1:
-        raise ValueError(f"count must be >= 1, got count={count}")
-    if not 0.0 < error_prob < 1.0:
-        raise ValueError(f"error_prob must be in (0, 1), got error_prob={error_prob}")
-    if not scale > 0.0:
+    setup = _kl_setup(mean, count, error_prob, scale)
+    if setup is None:
         return 0.0
-    p_hat = min(max(mean / scale, 0.0), 1.0)
-    target = math.log(1.0 / error_prob) / count
+    p_hat, target = setup
     if p_hat <= 0.0:
         return 0.0
     if p_hat >= 1.0:  # kl(1 || p) = -log p: closed form
