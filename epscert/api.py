@@ -11,6 +11,7 @@ from typing import Callable, Sequence
 import pyarrow as pa
 
 from epscert.params import DEFAULT_ERROR_PROB, DEFAULT_SAMPLES, CertifyConfig
+from epscert.results.cost import check_pld_memory
 from epscert.results.rows import analytic_rows
 from epscert.results.tables import certify_config
 from epscert.results.waves import waves_rows
@@ -62,6 +63,7 @@ def certify(
         direction=direction, orders=orders, shards=shards, dataset_size=dataset_size,
         max_batch_size=max_batch_size, backend=backend, **kwargs,
     )
+    check_pld_memory(config)  # a PLD grid past the memory cap is refused before any work
     if target_rel_width is None:
         return certify_config(config, progress=progress)
     budget = 64 * config.samples if max_samples is None else max_samples

@@ -108,3 +108,13 @@ def test_sweep_above_the_cpu_hours_cap_refuses_to_start(tmp_path, capsys):
     assert not (out / "parts").exists() or not any((out / "parts").iterdir())
     assert cli.main(["sweep", str(spec), "--output", str(out), "--max-cpu-hours", "0"]) == 2
     assert "max_cpu_hours must be a finite number > 0" in capsys.readouterr().err
+
+
+def test_api_refuses_a_pld_grid_past_the_memory_cap_before_work():
+    # the same guard as the CLI's --pld-discretization (issue 17 item 6), in the Python API: refused from
+    # the estimate (the PLD itself would need about 58 TiB)
+    import epscert
+
+    with pytest.raises(ValueError, match="pld_discretization"):
+        epscert.certify(sampler="poisson", sigma=1.0, steps=10, epsilons=[1.0], method="pld_upper",
+                        pld_discretization=1e-10)
