@@ -4,6 +4,7 @@ Main entry points: :func:`certify` and :class:`Accountant`. See SPEC.md for the
 mathematics and the README for the layout and the results schema.
 """
 
+import importlib as _importlib
 import sys as _sys
 
 from epscert._version import __version__
@@ -13,7 +14,6 @@ from epscert.api import certify, certify_config
 from epscert.batch_sampler import BatchSampler
 from epscert.fft import Grid, Schedule, choose_grid, fft_bounds, running_bounds
 from epscert.hidden_state import HiddenStateConfig, compare_at_delta, hidden_state_rdp
-from epscert.inverse import calibrate as _calibrate_module, epsilon_at_delta as _epsilon_module
 from epscert.params import CertifyConfig, Direction, Method, Sampler
 from epscert.schema import RESULTS_SCHEMA
 
@@ -22,8 +22,8 @@ from epscert.schema import RESULTS_SCHEMA
 #: into :mod:`epscert.inverse`.
 OLD_MODULE_PATHS = {
     "epscert.fft_accountant": fft,
-    "epscert.epsilon_at_delta": _epsilon_module,
-    "epscert.calibrate": _calibrate_module,
+    "epscert.epsilon_at_delta": _importlib.import_module("epscert.inverse.epsilon_at_delta"),
+    "epscert.calibrate": _importlib.import_module("epscert.inverse.calibrate"),
 }
 for _name, _module in OLD_MODULE_PATHS.items():
     _sys.modules.setdefault(_name, _module)

@@ -48,6 +48,24 @@ def _kl_setup(mean: float, count: int, error_prob: float, scale: float) -> tuple
     return min(max(mean / scale, 0.0), 1.0), math.log(1.0 / error_prob) / count
 
 
+def _kl_crossing(p_hat: float, target: float, far: float) -> float:
+    """Bisection between p̂ and ``far`` (1 for the UCB, 0 for the LCB) for kl(p̂ ‖ p) = target.
+
+    kl(p̂ ‖ ·) grows away from p̂, so the end kept on the ``far`` side always has kl >= target:
+    the returned point is on the safe side of the crossing (above it for the UCB, below for the LCB).
+    """
+    near = p_hat
+    for _ in range(_MAX_ITER):
+        mid = 0.5 * (near + far)
+        if bernoulli_kl(p_hat, mid) >= target:
+            far = mid
+        else:
+            near = mid
+        if abs(far - near) <= UCB_REL_TOL * max(near, far):
+            break
+    return far
+
+
 def kl_ucb(mean: float, count: int, error_prob: float, scale: float = 1.0) -> float:
     """KL–Chernoff upper confidence bound at failure probability ``error_prob``.
 
@@ -62,18 +80,9 @@ def kl_ucb(mean: float, count: int, error_prob: float, scale: float = 1.0) -> fl
         return scale
     if p_hat == 0.0:  # kl(0 || p) = -log(1 - p): closed form
         return scale * min(1.0, -math.expm1(-target) * (1.0 + UCB_SAFETY))
-    lo, hi = p_hat, 1.0
-    if bernoulli_kl(p_hat, hi) < target:
+    if bernoulli_kl(p_hat, 1.0) < target:
         return scale
-    for _ in range(_MAX_ITER):
-        mid = 0.5 * (lo + hi)
-        if bernoulli_kl(p_hat, mid) >= target:
-            hi = mid
-        else:
-            lo = mid
-        if hi - lo <= UCB_REL_TOL * hi:
-            break
-    return scale * min(1.0, hi * (1.0 + UCB_SAFETY))
+    return scale * min(1.0, _kl_crossing(p_hat, target, 1.0) * (1.0 + UCB_SAFETY))
 
 
 def standard_error(mean: float, mean_sq: float, count: int, scale: float = 1.0) -> float:
@@ -101,15 +110,6 @@ def kl_lcb(mean: float, count: int, error_prob: float, scale: float = 1.0) -> fl
         return 0.0
     if p_hat >= 1.0:  # kl(1 || p) = -log p: closed form
         return scale * math.exp(-target) * (1.0 - UCB_SAFETY)
-    lo, hi = 0.0, p_hat
-    if bernoulli_kl(p_hat, lo) < target:
+    if bernoulli_kl(p_hat, 0.0) < target:
         return 0.0
-    for _ in range(_MAX_ITER):
-        mid = 0.5 * (lo + hi)
-        if bernoulli_kl(p_hat, mid) >= target:
-            lo = mid
-        else:
-            hi = mid
-        if hi - lo <= UCB_REL_TOL * hi:
-            break
-    return scale * lo * (1.0 - UCB_SAFETY)
+    return scale * _kl_crossing(p_hat, target, 0.0) * (1.0 - UCB_SAFETY)
