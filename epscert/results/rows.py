@@ -229,8 +229,7 @@ def _analytic_bounds(config: CertifyConfig, method: Method, direction: Direction
     A persistent sampler is certified as its exact one-epoch reduction at σ/√E
     (:meth:`~epscert.params.CertifyConfig.reduced`), so every method sees the reduced configuration.
     """
-    if config.sampler.is_persistent and method is not Method.CUBE_LOWER_BOUND:
-        config = config.reduced()
+    config = config.reduced()
     s, T, E = config.sigma, config.steps, config.epochs
     if method is Method.EXACT:
         lo, hi = deterministic_bracket(s, E, eps)
@@ -249,12 +248,10 @@ def _analytic_bounds(config: CertifyConfig, method: Method, direction: Direction
     if method is Method.RDP_UPPER:
         return None, poisson_rdp_delta(s, T, E, eps), "upper_bound", "rdp", float(UNDERFLOW_FLOOR)
     if method is Method.CUBE_LOWER_BOUND:
-        pair = "balls_and_bins" if config.sampler.base is Sampler.BALLS_AND_BINS else "shuffle"
-        sigma = s / math.sqrt(E) if config.sampler.is_persistent else s
-        epochs = 1 if config.sampler.is_persistent else E
-        if epochs == 1:
-            return cube_lower_bound(sigma, T, eps, pair, direction), None, "lower_bound", "cube", 0.0
-        vals, res = composed_lower_bounds(sigma, T, epochs, eps, pair, direction, config.pld_discretization)
+        pair = "balls_and_bins" if config.sampler is Sampler.BALLS_AND_BINS else "shuffle"
+        if E == 1:
+            return cube_lower_bound(s, T, eps, pair, direction), None, "lower_bound", "cube", 0.0
+        vals, res = composed_lower_bounds(s, T, E, eps, pair, direction, config.pld_discretization)
         return vals, None, "lower_bound", "cube_sliced_pld_composition", res
     raise ValueError(f"method={method.value!r} is not an analytic method")
 
