@@ -24,6 +24,7 @@ from epscert.bounds.kl import kl_ucb, standard_error
 from epscert.bounds.monotone import monotone_lower, monotone_upper
 from epscert.bounds.truncated_lcb import LEVELS, truncated_lcb
 from epscert.montecarlo.conditional import FLOAT_REL, conditional_sampler
+from epscert.montecarlo.conditional_ucb import add_ucb, order_stats_domination, remove_tails, remove_ucb
 from epscert.params import CertifyConfig, Direction, Method, Sampler
 from epscert.montecarlo.samplers import loss_sampler
 from epscert.analytic.truncation import config_penalty
@@ -110,18 +111,37 @@ def mc_rows(config: CertifyConfig, method: Method, acc: acc_mod.Accumulator, wal
     return apply_truncation(config, rows)
 
 
-CONDITIONAL_BOUND_NAME = "kl_chernoff_proven_range+truncated_kl_lcb"
+CONDITIONAL_BOUND_NAME = "levels_kl_eb+lognormal_tails+truncated_kl_lcb"
+
+
+def conditional_ucbs(config: CertifyConfig, sampler, direction: Direction, sums) -> list[float]:
+    """Per-ε UCBs of one direction (epscert.montecarlo.conditional_ucb), each valid at β = the
+    direction's share of error_prob."""
+    beta = config.error_prob / len(config.direction.parts())
+    scale = math.exp(sampler.log_scale(direction))
+    ranges = sampler.value_range(direction, config.epsilons).tolist()
+    if direction is Direction.ADD:
+        return [add_ucb(sums.count, sums.mean(i), sums.mean_sq(i), scale, sampler.sigma, sampler.steps, eps,
+                        sampler.b_add, beta, FLOAT_REL) for i, eps in enumerate(config.epsilons)]
+    rho = order_stats_domination(sampler.ranks if sampler.order_stats else None, sampler.steps - 1)
+    out = []
+    for i, eps in enumerate(config.epsilons):
+        taus, tails = remove_tails(sampler.sigma, sampler.steps, eps, ranges[i], rho)
+        trunc = np.array([sums.mean_extra(i * LEVELS + k) for k in range(LEVELS)])
+        out.append(remove_ucb(sums.count, trunc, sums.mean_sq(i), taus, tails, beta, FLOAT_REL)[0])
+    return out
 
 
 def conditional_rows(config: CertifyConfig, method: Method, acc: acc_mod.Accumulator,
                      wall_seconds: float) -> list[dict]:
     """Rows of the conditional estimator (epscert.montecarlo.conditional): δ = s·E[Y], Y in [0, B(ε)].
 
-    delta_upper: KL–Chernoff at scale s·B(ε) (valid at β per direction; loose for REMOVE, whose
-    proven range T δ_1(ε) is far above δ), made non-increasing in ε as in :func:`monotone_ucbs`.
-    delta_lower (plain variant only): the truncated KL lower bound of epscert.bounds.truncated_lcb,
-    a separate statement at the same β. The order-statistics variant's values are raised ones
-    (pessimistic), so it has no lower bound. Means are inflated / deflated by FLOAT_REL first.
+    delta_upper: the certified UCB of epscert.montecarlo.conditional_ucb (REMOVE: truncation
+    levels with KL–Chernoff and empirical Bernstein plus an analytic tail; ADD: KL, empirical
+    Bernstein and an analytic bound), valid at β per direction, made non-increasing in ε as in
+    :func:`monotone_ucbs`. delta_lower (plain variant only): the truncated KL lower bound of
+    epscert.bounds.truncated_lcb, a separate statement at the same β. The order-statistics
+    variant's values are raised ones (pessimistic), so it has no lower bound.
     """
     sampler = conditional_sampler(config, method)
     parts = config.direction.parts()
@@ -132,8 +152,7 @@ def conditional_rows(config: CertifyConfig, method: Method, acc: acc_mod.Accumul
         sums = acc[direction]
         scale = math.exp(sampler.log_scale(direction))
         ranges = sampler.value_range(direction, config.epsilons).tolist()
-        ucbs = [kl_ucb(scale * sums.mean(i) * (1.0 + FLOAT_REL), sums.count, beta, scale=scale * b)
-                for i, b in enumerate(ranges)]
+        ucbs = conditional_ucbs(config, sampler, direction, sums) if sums.count else [1.0] * len(ranges)
         for i in range(len(ucbs) - 2, -1, -1):
             ucbs[i] = max(ucbs[i], ucbs[i + 1])
         per_dir[direction] = []
