@@ -7,7 +7,8 @@ For every (σ, T, E): one bracket at the given settings (default: the package de
 for each target δ, ε = eps_upper(δ) (so the upper bound is ≈ δ there) and the relative width
 upper/lower − 1 of the δ bracket at that ε. The breakdown (all relative to the upper bound):
 
-* ``fp value`` — (value_error upper + value_error lower)/δ, the additive floating-point allowances;
+* ``fp value`` — (value_error upper + value_error lower)/δ, the additive floating-point allowances
+  (older versions only; now 0) — the relative value allowance Γ is shown as ``value rel``;
 * ``mass rel`` — mass_rel_error upper + lower (relative allowances);
 * ``cap`` — the cap term of the larger direction over δ (upper side only);
 * ``grid`` — the rest: width − fp value − mass rel − cap (discretisation, contraction vs spread).
@@ -55,6 +56,7 @@ def measure(sigma: float, steps: int, epochs: int, deltas: list[float], cells: i
         rows.append({"sigma": sigma, "T": steps, "E": epochs, "delta": delta, "eps": eps, "upper": up,
                      "width": width, "fp_value": fp_value, "mass_rel": mass_rel, "cap": cap,
                      "grid": width - fp_value - mass_rel - cap, "value_error": diag.get("upper_value_error", 0.0),
+                     "value_rel": diag.get("upper_value_rel_error", 0.0) + diag.get("lower_value_rel_error", 0.0),
                      "cpu_s": cpu})
     return rows
 
@@ -70,8 +72,8 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
     print(f"# machine: {platform.machine()} {os.cpu_count()} cpus, python {platform.python_version()}; "
           f"cells={args.cells or 'default'}, base_cells={args.base_cells}")
-    print("| σ | T | E | δ | ε upper | width | fp value | mass rel | cap | grid | value_error | CPU s |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("| σ | T | E | δ | ε upper | width | fp value | mass rel | value rel | cap | grid | value_error | CPU s |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for sigma in _floats(args.sigma):
         for steps in _ints(args.steps):
             for epochs in _ints(args.epochs):
@@ -82,7 +84,7 @@ def main(argv=None) -> None:
                     continue
                 for r in rows:
                     print(f"| {r['sigma']:g} | {r['T']} | {r['E']} | {r['delta']:.0e} | {r['eps']:.4f} | "
-                          f"{r['width']:.2%} | {r['fp_value']:.2%} | {r['mass_rel']:.1e} | {r['cap']:.1e} | "
+                          f"{r['width']:.2%} | {r['fp_value']:.2%} | {r['mass_rel']:.1e} | {r['value_rel']:.1e} | {r['cap']:.1e} | "
                           f"{r['grid']:.2%} | {r['value_error']:.1e} | {r['cpu_s']:.1f} |", flush=True)
 
 
