@@ -299,6 +299,27 @@ def _block_masses(x: CellLaw, y: CellLaw, r0: int, r1: int, c0: int, symmetric: 
     return m
 
 
+def cell_grid(x: CellLaw, y: CellLaw, op: str, weights: tuple[float, float], *, cells: int, tau: float):
+    """(edges, main grid or None, lo, main cells) of the fresh grid of one combine step.
+
+    Boundaries 0 | e^lo ... e^hi (``cells`` main cells) ... e^top (``_TOP_CELLS``), the top edge
+    raised to the largest pair value; e^lo >= ``NORMAL_GUARD`` (module docstring, underflow).
+    """
+    wa, wb = weights
+    lo, hi, top = significant_range(x, y, op, weights, tau)
+    lo = max(lo, LOG_NORMAL_GUARD)
+    hi, top = max(hi, lo), max(top, lo)
+    n_main = cells if hi > lo else 0
+    grid = _MainGrid.build(x, y, op, weights, lo, hi, n_main) if n_main else None
+    main = grid.log_edges if n_main else np.array([lo])
+    n_top = _TOP_CELLS if top > main[-1] else 0
+    upper_part = np.linspace(main[-1], top, n_top + 1)[1:] if n_top else np.empty(0)
+    edges = np.concatenate([[0.0], np.exp(np.concatenate([main, upper_part]))])
+    z_max = float(_pair_values(x.values[-1:], y.values[-1:], op, wa, wb)[0])
+    edges[-1] = max(edges[-1], z_max)  # the top edge holds the largest pair value
+    return np.maximum.accumulate(edges), grid, lo, n_main
+
+
 def combine(x: CellLaw, y: CellLaw, op: str, chain: str, *, cells: int, tau: float,
             weights: tuple[float, float] = (0.5, 0.5)) -> tuple[CellLaw, KernelStats]:
     """Law of a·X + b·Y or X·Y mapped onto a fresh grid: contraction ("lower") or spread ("upper").
@@ -317,20 +338,8 @@ def combine(x: CellLaw, y: CellLaw, op: str, chain: str, *, cells: int, tau: flo
         raise ValueError(f"op must be 'mean' or 'product', got op={op!r}")
     wa, wb = weights
     symmetric = y is x and (op == "product" or wa == wb)
-    lo, hi, top = significant_range(x, y, op, weights, tau)
-    lo = max(lo, LOG_NORMAL_GUARD)  # the bottom edge stays normal (module docstring, underflow)
-    hi, top = max(hi, lo), max(top, lo)
+    edges, grid, lo, n_main = cell_grid(x, y, op, weights, cells=cells, tau=tau)
     lower = chain == "lower"
-    # boundaries: 0 | exp(lo) ... exp(hi) (cells) ... exp(top) (_TOP_CELLS)
-    n_main = cells if hi > lo else 0
-    grid = _MainGrid.build(x, y, op, weights, lo, hi, n_main) if n_main else None
-    main = grid.log_edges if n_main else np.array([lo])
-    n_top = _TOP_CELLS if top > main[-1] else 0
-    upper_part = np.linspace(main[-1], top, n_top + 1)[1:] if n_top else np.empty(0)
-    edges = np.concatenate([[0.0], np.exp(np.concatenate([main, upper_part]))])
-    z_max = float(_pair_values(x.values[-1:], y.values[-1:], op, wa, wb)[0])
-    edges[-1] = max(edges[-1], z_max)  # the top edge holds the largest pair value
-    edges = np.maximum.accumulate(edges)
     n_cells = edges.size - 1
     width = np.diff(edges)
     right = edges[1:]
