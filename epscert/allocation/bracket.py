@@ -13,16 +13,18 @@ Construction (one computation per chain serves both directions):
    spread, so lower ≤_cx Π S_e·1_G ≤_cx upper and E f(lower) <= E[f(Π S_e) 1_G] <= E f(upper) for
    both convex integrands. Exact evaluation of Σ m f(v) on the final atoms, for every ε.
 3. *floating point*: ``mass_rel_error`` r (relative, multiplies the raw sums by 1 ± r) and
-   ``value_error`` (additive, the effect of rounding in cell means and pair values); see
-   :mod:`~epscert.allocation.epoch` and :mod:`~epscert.allocation.compose`.
+   ``value_rel_error`` Γ (relative, every computed atom within the factor 1 + Γ of its ideal
+   one: e^ε is moved outward by 1 + Γ and the raw sums scaled by 1 + Γ); see
+   :mod:`~epscert.allocation.cells`. No additive floating-point term is needed, so the
+   bracket stays tight at small δ.
 
-So, per direction d with raw sums D_up, D_lo over the final atoms,
+So, per direction d with raw sums D_up, D_lo over the final atoms (K = e^ε),
 
-    upper_d(ε) = min(1, max(resolution, (1 + r_up) D_up(ε) + value_error_up + cap_d)),
-    lower_d(ε) = max(0, (1 − r_lo) D_lo(ε) − value_error_lo),  reported as 0 if < resolution,
+    upper_d(ε) = min(1, max(resolution, (1 + r_up)(1 + Γ_up) D_up(K/(1 + Γ_up)) + cap_d)),
+    lower_d(ε) = max(0, (1 − r_lo − Γ_lo) D_lo(K(1 + Γ_lo))),  reported as 0 if < resolution,
 
-where r also holds the rounding of the final sum over the atoms and D is evaluated with e^ε moved
-outward by a few ulp (:func:`~epscert.allocation.cells.evaluation_rel_error`, ``K_SLACK``).
+where r also holds the rounding of the final sum over the atoms and K is moved outward by a few
+ulp more (:func:`~epscert.allocation.cells.evaluation_rel_error`, ``K_SLACK``).
 
 and BOTH takes the maximum of the two directions on each side (δ = max(δ_remove, δ_add)).
 Clamping to [0, 1] is safe because δ ∈ [0, 1]. Raising the upper bound to ``resolution``
@@ -47,7 +49,7 @@ from functools import cached_property, lru_cache
 
 import numpy as np
 
-from epscert.allocation.cells import CellLaw, evaluation_rel_error, hockey_add, hockey_remove
+from epscert.allocation.cells import CellLaw, evaluation_rel_error, hockey_add, hockey_remove, rel_product
 from epscert.allocation.compose import product_of_epochs
 from epscert.allocation.epoch import ChainLaw, mean_of_steps
 from epscert.allocation.tails import base_laws, cap_terms, log_cap
@@ -92,7 +94,7 @@ class _Final:
 
     law: CellLaw
     mass_rel_error: float
-    value_error: float
+    value_rel_error: float
     max_count: int
 
 
@@ -149,13 +151,11 @@ class AllocationBracket:
 
     # ---- the laws (computed once, lazily) -------------------------------------------------
     def _chain(self, chain: str) -> _Final:
-        lower, upper, rel_mass, value_error = base_laws(self.sigma, self._log_c, self._base_cells,
-                                                        self._tau, steps=self.steps, epochs=self.epochs)
-        base = ChainLaw(lower if chain == "lower" else upper, rel_mass, value_error)
-        one = mean_of_steps(base, self.steps, chain, cells=self._cells, tau=self._tau,
-                            epochs=self.epochs)
+        lower, upper, rel_mass, value_rel = base_laws(self.sigma, self._log_c, self._base_cells, self._tau)
+        base = ChainLaw(lower, rel_mass, value_rel) if chain == "lower" else ChainLaw(upper, rel_mass, 0.0)
+        one = mean_of_steps(base, self.steps, chain, cells=self._cells, tau=self._tau)
         many = product_of_epochs(one, self.epochs, chain, cells=self._cells, tau=self._tau)
-        return _Final(many.law, many.mass_rel_error, many.value_error, many.max_count)
+        return _Final(many.law, many.mass_rel_error, many.value_rel_error, many.max_count)
 
     @cached_property
     def _lower(self) -> _Final:
@@ -167,8 +167,8 @@ class AllocationBracket:
 
     @property
     def resolution(self) -> float:
-        """Additive allowance (cap terms + floating point) below which δ values are not meaningful."""
-        return max(self._cap.values()) + max(self._upper.value_error, self._lower.value_error)
+        """Additive allowance (the cap terms) below which δ values are not meaningful."""
+        return max(self._cap.values())
 
     @property
     def diagnostics(self) -> dict:
@@ -176,8 +176,8 @@ class AllocationBracket:
         return {
             "upper_mass_rel_error": self._upper.mass_rel_error,
             "lower_mass_rel_error": self._lower.mass_rel_error,
-            "upper_value_error": self._upper.value_error,
-            "lower_value_error": self._lower.value_error,
+            "upper_value_rel_error": self._upper.value_rel_error,
+            "lower_value_rel_error": self._lower.value_rel_error,
             "cap_remove": self._cap["remove"],
             "cap_add": self._cap["add"],
             "upper_atoms": len(self._upper.law),
@@ -187,13 +187,15 @@ class AllocationBracket:
     # ---- bounds at arbitrary ε (monotone by construction) ---------------------------------
     def _side(self, eps: np.ndarray, part: Direction, side: str) -> np.ndarray:
         final = self._upper if side == "upper" else self._lower
-        raw = (hockey_remove if part is Direction.REMOVE else hockey_add)(final.law, eps, side)
-        rel = final.mass_rel_error + evaluation_rel_error(final.law)  # the laws' and this sum's rounding
+        hockey = hockey_remove if part is Direction.REMOVE else hockey_add
+        raw = hockey(final.law, eps, side, final.value_rel_error)
+        # the laws' mass and value allowances and this sum's rounding (module docstring)
+        rel = rel_product(final.mass_rel_error, final.value_rel_error, evaluation_rel_error(final.law))
         if side == "upper":
             key = "remove" if part is Direction.REMOVE else "add"
-            val = (1.0 + rel) * raw + final.value_error + self._cap[key]
+            val = (1.0 + rel) * raw + self._cap[key]
             return np.clip(np.maximum(val, self.resolution), 0.0, 1.0)
-        val = (1.0 - rel) * raw - final.value_error
+        val = (1.0 - rel) * raw
         val = np.where(val < self.resolution, 0.0, val)
         return np.clip(val, 0.0, 1.0)
 

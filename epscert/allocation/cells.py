@@ -33,20 +33,45 @@ spread are valid for any cells. Each computed pair value z is placed in the cell
 e_k <= z < e_{k+1} *exactly* (a log-based guess is checked against both edges; misses are
 searched), so every spread moves each atom only to the edges of a cell that holds it.
 
-Floating point (phase "kernel", reported in :class:`KernelStats`): masses are products and
-sums of nonnegative numbers, so each computed mass has a *relative* error; the per-cell sum
-of ``count`` terms (``np.bincount`` adds sequentially, within one block of rows of the pair
-matrix; the per-block sums of the ``chunks`` blocks are then added in order) is within
-``(count + chunks)·u`` relative, and a
-product of two masses adds the two inputs' relative errors plus u. The recursion
-r_out = r_x + r_y + (count_max + chunks + 2)·u is returned as ``mass_rel_error``. Cell means are
-computed from offsets, μ = a + Σ m (z − a)/Σ m (z − a is exact for a <= z <= 2a by Sterbenz,
-and z >= a holds exactly by the placement), so the error of μ is at most
-(2(count + chunks + 2)·h + 4)·u·μ with h the relative cell width; its effect on any later expectation of the
-functions above is at most that relative error times the first moment (remove; f is
-1-Lipschitz in the factor after scaling by the other factors' means) or the mass (add;
-e^ε·x·Lip <= 1 where the integrand is positive). ``value_abs_error`` collects that
-per-level additive share (times a safety factor 2).
+Floating point (phase "kernel", reported in :class:`KernelStats`) is carried as two *relative*
+allowances per chain law L̂ (computed masses m̂, values v̂), never as an additive term:
+
+* ``mass_rel_error`` r — one-sided: the upper chain has an ideal law V (true ≤_cx V) with
+  V <= (1 + r)·L̂ as measures, the lower chain one with L >= (1 − r)·L̂ (true ≥_cx L). Dropping
+  mass from the lower chain or adding mass to the upper chain is therefore always safe: the
+  integrands are >= 0, the spread acts atom by atom (linear in the measure), and a contraction
+  may group the dropped part separately (any grouping is a contraction).
+* ``value_rel_error`` Γ — a coupling: each ideal atom v and its computed v̂ satisfy
+  v̂/v ∈ [1/(1 + Γ), 1 + Γ]. It survives every step: a mean with nonnegative weights or a
+  product of scaled atoms is a scaled pair (Γ_out = max(Γ_x, Γ_y), resp. (1+Γ_x)(1+Γ_y) − 1);
+  a contraction of scaled atoms is the scaled contraction of the unscaled ones (the weighted mean
+  of θ_i z_i is θ̄·mean(z_i) with θ̄ between the θ_i); and the spread of a computed pair ẑ = θz
+  to the edges [a, b] of its cell is θ times the spread of z to [a/θ, b/θ], a mean-preserving
+  spread of z (per atom). At the end (:mod:`epscert.allocation.bracket`) Γ only moves e^ε by the
+  factor 1 + Γ and scales the sum by 1 + Γ: (v − K)_+ <= (1 + Γ)(v̂ − K/(1 + Γ))_+ and
+  (1 − K v)_+ <= (1 − K v̂/(1 + Γ))_+ (and the mirror images for the lower side).
+
+The rounding of one kernel step, with u the unit roundoff and γ_n = n·u/(1 − n·u) (a sum of n
+nonnegative terms in any order is within γ_{n−1} relative of the exact sum):
+
+* pair values: ``PAIR_REL_ERROR`` (≤ 3 roundings of nonnegative terms, the weights' included);
+* cell sums: ``np.bincount`` adds the ``count`` terms of a cell sequentially within a block of rows
+  and the ``chunks`` block sums are added in order: γ_{count+chunks} relative;
+* lower chain (contraction): mass M̂ = Σ m̂ (γ_{count+chunks+1} with the pair-mass product);
+  the offset Ô = Σ m̂·(ẑ − a) has nonnegative terms (ẑ >= a exactly by the placement; the
+  difference and the product each round once), so the mean μ̂ = a + Ô/M̂ has
+  |μ̂ − μ| <= u·μ + γ_{2(count+chunks)+3}·(μ − a) and μ − a <= min(1, w/a)·μ: a relative value
+  error that is small where the cell is narrow; Γ takes the largest over the cells;
+* upper chain (spread): the node masses are computed as the per-atom spread sums
+  Σ m̂ (b − ẑ)/(b − a) and Σ m̂ (ẑ − a)/(b − a), both of nonnegative terms (no cancellation),
+  so each is within γ_{count+chunks+5} relative of the exact spread of the computed pairs: a
+  mass error only, and no value error beyond the pair values' own.
+
+Underflow (the relative model needs normal results): every main cell lies above
+``NORMAL_GUARD``; the lower chain drops pairs whose computed value is below it (dropping is
+safe, above), and the upper chain inflates both nodes of the bottom cell [0, g_0) by
+M_0·``SUBNORMAL_ABS``/g_0, which covers the absolute error of a subnormal product (<= half the
+smallest subnormal); products of atoms >= NORMAL_GUARD that stay above g_0 are normal.
 """
 
 from __future__ import annotations
@@ -63,8 +88,16 @@ _TOP_CELLS = 16
 #: Groups of contiguous atoms per law used to bound the significant range (tightness only).
 _RANGE_GROUPS = 256
 _EDGE_ATOMS = 32
-#: Safety factor on the per-level floating-point allowance of the cell means.
-_FP_SAFETY = 2.0
+#: Safety factor on the per-level relative value allowance of the cell means.
+FP_SAFETY = 2.0
+#: Relative error of one computed pair value: 0.5a + 0.5b and a·b round once, a weighted mean
+#: three times (the weight, the product, the sum); (1 + u)^3 − 1 < 4u.
+PAIR_REL_ERROR = 4.0 * UNIT_ROUNDOFF
+#: Lowest edge of the main cells (2^-960 >> the smallest normal 2^-1022): values above it are normal.
+NORMAL_GUARD = 2.0**-960
+LOG_NORMAL_GUARD = -960.0 * math.log(2.0)
+#: Absolute error bound of a result in the subnormal range (the smallest subnormal, 2^-1074).
+SUBNORMAL_ABS = 2.0**-1074
 #: Pairs per block of rows of the pair matrix (each block is summed separately, cache-sized).
 _BLOCK_PAIRS = 1 << 16
 
@@ -94,7 +127,27 @@ class KernelStats:
 
     max_count: int
     mass_rel_error: float
-    value_abs_error: float
+    value_rel_error: float
+
+
+def gamma_n(n):
+    """γ_n = n·u/(1 − n·u): relative error bound of n roundings (elementwise for arrays)."""
+    nu = np.asarray(n, dtype=np.float64) * UNIT_ROUNDOFF
+    if np.any(nu >= 0.5):
+        raise ValueError("too many terms for the rounding bound γ_n (n·u >= 1/2)")
+    return nu / (1.0 - nu)
+
+
+def rel_product(*rels: float) -> float:
+    """Relative allowance of a product of factors each within 1 ± rel: Π (1 + rel) − 1, rounded up.
+
+    Also a valid lower-side allowance: Π (1 − rel) >= 1 − Σ rel >= 1 − (Π (1 + rel) − 1).
+    """
+    out = 1.0
+    for r in rels:
+        out *= 1.0 + float(r)
+    # 2 roundings per factor, each <= u·out: absolute error of out − 1 below 3·k·u·out
+    return (out - 1.0) + 3.0 * len(rels) * UNIT_ROUNDOFF * out
 
 
 def pair_law(x: CellLaw, y: CellLaw, op: str, weights: tuple[float, float] = (0.5, 0.5)):
@@ -246,14 +299,33 @@ def _block_masses(x: CellLaw, y: CellLaw, r0: int, r1: int, c0: int, symmetric: 
     return m
 
 
+def cell_grid(x: CellLaw, y: CellLaw, op: str, weights: tuple[float, float], *, cells: int, tau: float):
+    """(edges, main grid or None, lo, main cells) of the fresh grid of one combine step.
+
+    Boundaries 0 | e^lo ... e^hi (``cells`` main cells) ... e^top (``_TOP_CELLS``), the top edge
+    raised to the largest pair value; e^lo >= ``NORMAL_GUARD`` (module docstring, underflow).
+    """
+    wa, wb = weights
+    lo, hi, top = significant_range(x, y, op, weights, tau)
+    lo = max(lo, LOG_NORMAL_GUARD)
+    hi, top = max(hi, lo), max(top, lo)
+    n_main = cells if hi > lo else 0
+    grid = _MainGrid.build(x, y, op, weights, lo, hi, n_main) if n_main else None
+    main = grid.log_edges if n_main else np.array([lo])
+    n_top = _TOP_CELLS if top > main[-1] else 0
+    upper_part = np.linspace(main[-1], top, n_top + 1)[1:] if n_top else np.empty(0)
+    edges = np.concatenate([[0.0], np.exp(np.concatenate([main, upper_part]))])
+    z_max = float(_pair_values(x.values[-1:], y.values[-1:], op, wa, wb)[0])
+    edges[-1] = max(edges[-1], z_max)  # the top edge holds the largest pair value
+    return np.maximum.accumulate(edges), grid, lo, n_main
+
+
 def combine(x: CellLaw, y: CellLaw, op: str, chain: str, *, cells: int, tau: float,
-            weights: tuple[float, float] = (0.5, 0.5), copies: float = 1.0,
-            weight_total: float = 1.0) -> tuple[CellLaw, KernelStats]:
+            weights: tuple[float, float] = (0.5, 0.5)) -> tuple[CellLaw, KernelStats]:
     """Law of a·X + b·Y or X·Y mapped onto a fresh grid: contraction ("lower") or spread ("upper").
 
-    ``copies`` bounds how often the output law appears as an independent factor/summand in the
-    final product over all epochs, ``weight_total`` the sum of its linear weights there (E for
-    per-epoch laws, E/2^j for a block of 2^j epochs); both only scale the floating-point share.
+    The returned :class:`KernelStats` hold this step's own relative allowances (module
+    docstring); the caller composes them with the inputs' (:func:`rel_product`).
 
     The n² pairs are formed in blocks of rows (``_BLOCK_PAIRS`` pairs, cache-sized); each block
     is accumulated by its own sequential sums, and the blocks' per-cell sums are then added in
@@ -266,22 +338,14 @@ def combine(x: CellLaw, y: CellLaw, op: str, chain: str, *, cells: int, tau: flo
         raise ValueError(f"op must be 'mean' or 'product', got op={op!r}")
     wa, wb = weights
     symmetric = y is x and (op == "product" or wa == wb)
-    lo, hi, top = significant_range(x, y, op, weights, tau)
-    # boundaries: 0 | exp(lo) ... exp(hi) (cells) ... exp(top) (_TOP_CELLS)
-    n_main = cells if hi > lo else 0
-    grid = _MainGrid.build(x, y, op, weights, lo, hi, n_main) if n_main else None
-    main = grid.log_edges if n_main else np.array([lo])
-    n_top = _TOP_CELLS if top > main[-1] else 0
-    upper_part = np.linspace(main[-1], top, n_top + 1)[1:] if n_top else np.empty(0)
-    edges = np.concatenate([[0.0], np.exp(np.concatenate([main, upper_part]))])
-    z_max = float(_pair_values(x.values[-1:], y.values[-1:], op, wa, wb)[0])
-    edges[-1] = max(edges[-1], z_max)  # the top edge holds the largest pair value
-    edges = np.maximum.accumulate(edges)
+    edges, grid, lo, n_main = cell_grid(x, y, op, weights, cells=cells, tau=tau)
+    lower = chain == "lower"
     n_cells = edges.size - 1
     width = np.diff(edges)
     right = edges[1:]
     mass = np.zeros(n_cells)
-    offset = np.zeros(n_cells)
+    offset = np.zeros(n_cells)  # Σ m (z − a): the mean (lower) or the mass at b (upper)
+    offset_b = np.zeros(n_cells)  # Σ m (b − z): the mass at a (upper only)
     counts = np.zeros(n_cells, dtype=np.int64)
     n_rows, n_cols = len(x), len(y)
     rows_per_block = max(1, _BLOCK_PAIRS // max(1, n_cols))
@@ -291,6 +355,8 @@ def combine(x: CellLaw, y: CellLaw, op: str, chain: str, *, cells: int, tau: flo
         c0 = r0 if symmetric else 0
         z = _pair_values(x.values[r0:r1, None], y.values[None, c0:], op, wa, wb).ravel()
         m = _block_masses(x, y, r0, r1, c0, symmetric).ravel()
+        if lower:
+            m[z < NORMAL_GUARD] = 0.0  # may have underflowed: dropped (safe for the lower chain)
         with np.errstate(divide="ignore"):
             t = np.log(z)
         if grid is not None:
@@ -305,54 +371,44 @@ def combine(x: CellLaw, y: CellLaw, op: str, chain: str, *, cells: int, tau: flo
             k = np.searchsorted(edges, z[miss], side="right") - 1
             idx[miss] = np.clip(k, 0, n_cells - 1)
             d[miss] = z[miss] - edges[idx[miss]]
+        if not lower:
+            db = right[idx] - z
+            db *= m
+            offset_b += np.bincount(idx, weights=db, minlength=n_cells)
         d *= m
         mass += np.bincount(idx, weights=m, minlength=n_cells)
         offset += np.bincount(idx, weights=d, minlength=n_cells)
         np.maximum(counts, np.bincount(idx, minlength=n_cells), out=counts)
         chunks += 1
     occupied = mass > 0.0
-    # relative position of the mean in its cell, clipped to [0, 1] (rounding only)
-    frac = np.zeros(n_cells)
-    safe_w = np.where(width > 0, width, 1.0)
-    frac[occupied] = np.clip(offset[occupied] / mass[occupied] / safe_w[occupied], 0.0, 1.0)
-    frac[width <= 0] = 0.0
-    if chain == "lower":
-        values = edges[:-1] + frac * width
+    terms = counts + chunks
+    if lower:
+        safe_mass = np.where(occupied, mass, 1.0)
+        values = np.minimum(edges[:-1] + np.minimum(offset / safe_mass, width), right)
         out = CellLaw(values[occupied], mass[occupied])
+        with np.errstate(divide="ignore", invalid="ignore"):
+            rel_w = np.where(edges[:-1] > 0, width / np.where(edges[:-1] > 0, edges[:-1], 1.0), 1.0)
+        rel_w = np.minimum(rel_w * (1.0 + 4.0 * UNIT_ROUNDOFF), 1.0)
+        mean_rel = FP_SAFETY * (UNIT_ROUNDOFF + gamma_n(2 * terms + 3) * rel_w * (1.0 + UNIT_ROUNDOFF))
+        value_rel = rel_product(PAIR_REL_ERROR, float(np.max(np.where(occupied, mean_rel, 0.0))))
+        mass_rel = float(np.max(np.where(occupied, gamma_n(terms + 1), 0.0)))
     else:
+        safe_w = np.where(width > 0, width, 1.0)
         node_mass = np.zeros(n_cells + 1)
-        node_mass[:-1] += mass * (1.0 - frac)
-        node_mass[1:] += mass * frac
+        node_mass[:-1] += np.where(width > 0, offset_b / safe_w, mass)
+        node_mass[1:] += np.where(width > 0, offset / safe_w, 0.0)
+        if occupied[0]:  # subnormal products in the bottom cell (module docstring)
+            node_mass[:2] += mass[0] * (SUBNORMAL_ABS / edges[1]) * (1.0 + 4.0 * UNIT_ROUNDOFF)
         nz = node_mass > 0.0
         out = CellLaw(edges[nz], node_mass[nz])
-    sum_err = (counts + chunks + 2) * UNIT_ROUNDOFF  # relative, per cell
-    with np.errstate(divide="ignore", invalid="ignore"):
-        rel_w = np.where(edges[:-1] > 0, width / np.where(edges[:-1] > 0, edges[:-1], 1.0), 1.0)
-    # relative error of each cell mean: offset sum and mass sum (each (count+chunks)·u of a
-    # quantity <= width·mass) plus the pair values' own rounding (4u)
-    gamma = _FP_SAFETY * (2.0 * (counts + chunks + 2) * np.minimum(rel_w, 1.0) + 4.0) * UNIT_ROUNDOFF
-    mean = edges[:-1] + frac * width
-    remove_share = weight_total * float(np.sum(mass * mean * gamma))
-    add_share = max_present(gamma, mass, copies)
+        value_rel = PAIR_REL_ERROR
+        mass_rel = float(np.max(np.where(occupied, gamma_n(terms + 5), 0.0)))
     stats = KernelStats(
         max_count=int(counts.max()) if counts.size else 0,
-        mass_rel_error=float(np.max(np.where(occupied, sum_err, 0.0))) + UNIT_ROUNDOFF,
-        value_abs_error=max(remove_share, add_share),
+        mass_rel_error=mass_rel,
+        value_rel_error=value_rel,
     )
     return out, stats
-
-
-def max_present(gamma: np.ndarray, mass: np.ndarray, copies: float) -> float:
-    """Bound on E[max γ over the cells hit by ``copies`` independent draws of a law with masses.
-
-    Layer cake: with γ sorted decreasing, E[max] = Σ_k (γ_(k) − γ_(k+1)) P(some draw in the first
-    k cells) <= Σ_k (γ_(k) − γ_(k+1)) min(1, copies·Σ_{j<=k} M_(j)).
-    """
-    order = np.argsort(gamma)[::-1]
-    g = gamma[order]
-    steps = g - np.append(g[1:], 0.0)
-    hit = np.minimum(1.0, copies * np.cumsum(mass[order]) * (1.0 + 4.0 * UNIT_ROUNDOFF * mass.size))
-    return float(np.dot(steps, hit))
 
 
 #: Relative allowance on K = e^ε as computed (numpy's exp is within a few ulp; one more rounding
@@ -372,15 +428,27 @@ def evaluation_rel_error(law: CellLaw) -> float:
     return (len(law) + 4) * UNIT_ROUNDOFF
 
 
-def hockey_remove(law: CellLaw, epsilons: np.ndarray, side: str = "upper") -> np.ndarray:
-    """Σ m (v − e^ε)_+ for every ε, with K = e^ε moved outward for ``side`` (module docstring)."""
-    k = np.exp(np.asarray(epsilons, dtype=np.float64)) * (1.0 - K_SLACK if side == "upper" else 1.0 + K_SLACK)
+def k_outward(epsilons: np.ndarray, side: str, value_rel: float = 0.0) -> np.ndarray:
+    """K = e^ε moved outward for ``side``: by ``K_SLACK`` (its rounding) and by the factor
+    1 + ``value_rel`` of the chain's relative value error Γ (module docstring): the upper side
+    uses K(1 − K_SLACK)/(1 + Γ), the lower side K(1 + K_SLACK)(1 + Γ). The scalar factor is
+    formed with <= 3 roundings and pushed outward by 4u more, so it is on the safe side."""
+    if side == "upper":
+        factor = (1.0 - K_SLACK) / (1.0 + value_rel) * (1.0 - 4.0 * UNIT_ROUNDOFF)
+    else:
+        factor = (1.0 + K_SLACK) * (1.0 + value_rel) * (1.0 + 4.0 * UNIT_ROUNDOFF)
+    return np.exp(np.asarray(epsilons, dtype=np.float64)) * factor
+
+
+def hockey_remove(law: CellLaw, epsilons: np.ndarray, side: str = "upper", value_rel: float = 0.0) -> np.ndarray:
+    """Σ m (v − K)_+ for every ε, with K = e^ε moved outward for ``side`` (:func:`k_outward`)."""
+    k = k_outward(epsilons, side, value_rel)
     return np.maximum(law.values[None, :] - k[:, None], 0.0) @ law.masses
 
 
-def hockey_add(law: CellLaw, epsilons: np.ndarray, side: str = "upper") -> np.ndarray:
-    """Σ m (1 − e^ε v)_+ for every ε, with K = e^ε moved outward for ``side``."""
-    k = np.exp(np.asarray(epsilons, dtype=np.float64)) * (1.0 - K_SLACK if side == "upper" else 1.0 + K_SLACK)
+def hockey_add(law: CellLaw, epsilons: np.ndarray, side: str = "upper", value_rel: float = 0.0) -> np.ndarray:
+    """Σ m (1 − K v)_+ for every ε, with K = e^ε moved outward for ``side`` (:func:`k_outward`)."""
+    k = k_outward(epsilons, side, value_rel)
     with np.errstate(over="ignore"):  # e^ε·v = inf only where the integrand is 0
         return np.maximum(1.0 - k[:, None] * law.values[None, :], 0.0) @ law.masses
 

@@ -30,7 +30,7 @@ import math
 import numpy as np
 from scipy import special
 
-from epscert.allocation.cells import UNIT_ROUNDOFF, CellLaw, max_present
+from epscert.allocation.cells import FP_SAFETY, UNIT_ROUNDOFF, CellLaw
 
 #: Relative error allowed for one scipy ndtr evaluation (a generous multiple of the roundoff).
 NDTR_REL_ERROR = 16.0 * UNIT_ROUNDOFF
@@ -91,16 +91,19 @@ def _interval_prob(arg_lo: np.ndarray, arg_hi: np.ndarray) -> tuple[np.ndarray, 
     return out, rel
 
 
-def base_laws(sigma: float, log_c: float, cells: int, tau: float, *, steps: int = 1,
-              epochs: int = 1) -> tuple[CellLaw, CellLaw, float, float]:
-    """(lower, upper, relative mass error, additive value error) of the cell laws of W on [0, c].
+def base_laws(sigma: float, log_c: float, cells: int, tau: float) -> tuple[CellLaw, CellLaw, float, float]:
+    """(lower, upper, relative mass error r, relative value error Γ of the lower law) of W on [0, c].
 
     Cells: [0, w_lo) with P(W < w_lo) = tau, then ``cells`` log-uniform cells up to c. The
     lower law puts each cell's mass at its conditional mean (contraction), the upper law
-    spreads it to the cell's endpoints (spread); see :mod:`epscert.allocation.cells`.
-    The cell means are clipped into their cells (they lie there mathematically). Their
-    relative errors γ_i (mass and moment) give the additive share as in
-    :func:`epscert.allocation.cells.combine`, with T·E appearances and total weight E.
+    spreads it to the cell's endpoints (spread); see :mod:`epscert.allocation.cells` for the
+    meaning of r and Γ. Lower: the computed mean μ̂ = F̂/M̂ (F, M the cell's first moment and
+    mass, relative errors ρ_F, ρ_M) is within ρ_F + ρ_M + a few u of μ, clipped into the cell
+    (where μ lies, so clipping never moves it away): that is Γ. Upper: the exact spread has
+    masses M(b − μ)/(b − a) at a and M(μ − a)/(b − a) at b; the computed ones use M̂ and μ̂
+    moved outward by 2Γ_cell (so (b − μ̂_lo) >= (b − μ) and (μ̂_hi − a) >= (μ − a)) and one
+    more outward factor for the 4 roundings, so only r = max ρ_M remains (adding mass to the
+    upper chain is safe): its Γ is 0, the atoms being the exact edges.
     """
     half = 0.5 / sigma
     log_lo = min((float(special.ndtri(tau)) - half) / sigma, log_c - 1.0)
@@ -115,15 +118,17 @@ def base_laws(sigma: float, log_c: float, cells: int, tau: float, *, steps: int 
     mean = np.where(occupied, moment / np.where(occupied, mass, 1.0), lo_e)
     mean = np.clip(mean, lo_e, hi_e)
     lower = CellLaw(mean[occupied], mass[occupied])
-    frac = np.clip((mean - lo_e) / (hi_e - lo_e), 0.0, 1.0)
+    # the division adds one rounding; FP_SAFETY covers the second-order terms
+    gamma = FP_SAFETY * (rel_m + rel_f + 2.0 * UNIT_ROUNDOFF)
+    mu_lo = np.maximum(mean * (1.0 - 2.0 * gamma), lo_e)
+    mu_hi = np.minimum(mean * (1.0 + 2.0 * gamma), hi_e)
+    width = hi_e - lo_e
+    out = mass / width * (1.0 + 8.0 * UNIT_ROUNDOFF)
     node = np.zeros(edges.size)
-    node[:-1] += mass * (1.0 - frac)
-    node[1:] += mass * frac
+    node[:-1] += out * (hi_e - mu_lo)
+    node[1:] += out * (mu_hi - lo_e)
     nz = node > 0.0
     upper = CellLaw(edges[nz], node[nz])
     rel_mass = float(np.max(rel_m[occupied]))
-    # the exp(linspace) edges and the division add a few u to each mean
-    gamma = 2.0 * (rel_m + rel_f + 8.0 * UNIT_ROUNDOFF)
-    value_error = max(epochs * float(np.sum(mass * mean * gamma)),
-                      epochs * max_present(gamma, mass, steps))
-    return lower, upper, rel_mass, value_error
+    value_rel = float(np.max(gamma[occupied]))
+    return lower, upper, rel_mass, value_rel

@@ -209,3 +209,14 @@ def test_persistent_balls_and_bins_is_the_one_epoch_bracket_at_reduced_sigma():
     with pytest.raises(ValueError, match="sigma"):  # σ/√E = 0.25 is below the bracket's range
         epscert.certify(sampler="balls_and_bins_persistent", sigma=0.5, steps=40, epochs=4, epsilons=[1.0],
                         method="pld_upper")
+
+
+# --- issue 11: relative width <= 1% at δ ≈ 1e-10 (default settings) -----------------------------
+# Both were above 1% (5.5% and 5.2%, measured) while the floating-point allowance was additive (~2e-12).
+@pytest.mark.parametrize("sigma,steps,epochs", [(1.0, 1000, 100), (2.0, 1000, 100)])
+def test_width_at_delta_1e_10_is_at_most_one_percent(sigma, steps, epochs):
+    b = bracket_for(sigma, steps, epochs)
+    eps = b.epsilon(1e-10)[0]
+    up, lo = b.delta([eps])
+    assert 0.5e-10 < up[0] <= 1e-10 and lo[0] > 0
+    assert up[0] / lo[0] - 1 <= 0.01, (eps, up, lo, b.diagnostics)
