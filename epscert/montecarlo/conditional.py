@@ -16,8 +16,10 @@ W_1..W_{T-1}: with R = Σ_{t<T} W_t, M = max_{t<T} W_t, c = TK - R, the integran
 
 (T = 1: R = 0, M = 0, a = c = K, and Y is the Gaussian closed form of SPEC §7, without noise.)
 Range: on {W_T largest}, Σ_t W_t <= T W_T, so Y_remove <= T E[(W - K)_+] = T δ_1(ε) with
-δ_1(ε) = Φ̄(σε - 1/(2σ)) - K Φ̄(σε + 1/(2σ)) (one Gaussian, SPEC §7). This proven range is what
-the KL–Chernoff UCB and the truncated LCB of the rows use (:mod:`epscert.bounds.truncated_lcb`).
+δ_1(ε) = Φ̄(σε - 1/(2σ)) - K Φ̄(σε + 1/(2σ)) (one Gaussian, SPEC §7). This proven range is the
+scale of the truncated LCB (:mod:`epscert.bounds.truncated_lcb`) and of the truncation levels of
+the certified UCB (:mod:`epscert.montecarlo.conditional_ucb`), which bounds the part of δ above a
+level analytically, so its cost does not grow with the range.
 
 ADD. δ_add = E_Q[(1 - K S)_+] = E[(1 - (K/T) Σ_t W_t)_+] (SPEC §2: E_Q[(1 - e^{ε+L})_+]).
 Condition on W_1..W_{T-1} and put d = T/K - R: the integrand is (K/T)(d - W_T)_+, zero unless
