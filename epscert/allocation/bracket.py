@@ -24,7 +24,9 @@ So, per direction d with raw sums D_up, D_lo over the final atoms (K = e^ε),
     lower_d(ε) = max(0, (1 − r_lo − Γ_lo) D_lo(K(1 + Γ_lo))),  reported as 0 if < resolution,
 
 where r also holds the rounding of the final sum over the atoms and K is moved outward by a few
-ulp more (:func:`~epscert.allocation.cells.evaluation_rel_error`, ``K_SLACK``).
+ulp more (:func:`~epscert.allocation.cells.evaluation_rel_error`, ``K_SLACK``); the upper REMOVE
+bound also adds the excess moment D over the top cap (recession slope 1 of (v − K)_+; the ADD
+integrand has slope 0, so the mass sent to +∞ adds nothing there; :mod:`~epscert.allocation.cells`).
 
 and BOTH takes the maximum of the two directions on each side (δ = max(δ_remove, δ_add)).
 Clamping to [0, 1] is safe because δ ∈ [0, 1]. Raising the upper bound to ``resolution``
@@ -51,7 +53,7 @@ import numpy as np
 
 from epscert.allocation.cells import CellLaw, evaluation_rel_error, hockey_add, hockey_remove, rel_product
 from epscert.allocation.compose import product_of_epochs
-from epscert.allocation.epoch import ChainLaw, mean_of_steps
+from epscert.allocation.epoch import EXCESS_ROUNDING, ChainLaw, mean_of_steps
 from epscert.allocation.tails import base_laws, cap_terms, log_cap
 from epscert.params import BRACKET_MAX_EPOCHS as MAX_EPOCHS
 from epscert.params import BRACKET_MAX_STEPS as MAX_STEPS
@@ -96,6 +98,7 @@ class _Final:
     mass_rel_error: float
     value_rel_error: float
     max_count: int
+    excess_moment: float = 0.0
 
 
 class AllocationBracket:
@@ -155,7 +158,7 @@ class AllocationBracket:
         base = ChainLaw(lower, rel_mass, value_rel) if chain == "lower" else ChainLaw(upper, rel_mass, 0.0)
         one = mean_of_steps(base, self.steps, chain, cells=self._cells, tau=self._tau)
         many = product_of_epochs(one, self.epochs, chain, cells=self._cells, tau=self._tau)
-        return _Final(many.law, many.mass_rel_error, many.value_rel_error, many.max_count)
+        return _Final(many.law, many.mass_rel_error, many.value_rel_error, many.max_count, many.excess_moment)
 
     @cached_property
     def _lower(self) -> _Final:
@@ -180,6 +183,7 @@ class AllocationBracket:
             "lower_value_rel_error": self._lower.value_rel_error,
             "cap_remove": self._cap["remove"],
             "cap_add": self._cap["add"],
+            "upper_excess_moment": self._upper.excess_moment,
             "upper_atoms": len(self._upper.law),
             "lower_atoms": len(self._lower.law),
         }
@@ -194,6 +198,8 @@ class AllocationBracket:
         if side == "upper":
             key = "remove" if part is Direction.REMOVE else "add"
             val = (1.0 + rel) * raw + self._cap[key]
+            if part is Direction.REMOVE:  # the moment over the top cap (slope 1; ADD: slope 0)
+                val = val + final.excess_moment * (1.0 + EXCESS_ROUNDING)
             return np.clip(np.maximum(val, self.resolution), 0.0, 1.0)
         val = (1.0 - rel) * raw
         val = np.where(val < self.resolution, 0.0, val)
