@@ -54,6 +54,7 @@ import numpy as np
 from epscert.allocation.cells import CellLaw, evaluation_rel_error, hockey_add, hockey_remove, rel_product
 from epscert.allocation.compose import product_of_epochs
 from epscert.allocation.epoch import EXCESS_ROUNDING, ChainLaw, mean_of_steps
+from epscert.allocation.grid import GridShape
 from epscert.allocation.tails import base_laws, cap_terms, log_cap
 from epscert.params import BRACKET_MAX_EPOCHS as MAX_EPOCHS
 from epscert.params import BRACKET_MAX_STEPS as MAX_STEPS
@@ -61,6 +62,14 @@ from epscert.params import BRACKET_MIN_SIGMA as MIN_SIGMA
 from epscert.params import Direction
 #: Default cells per level (uniform in log over the significant range).
 DEFAULT_CELLS = 2000
+#: Default shape of the main cells (σ >= ``SMALL_SIGMA``): finer at the centre, no centre bump.
+DEFAULT_SHAPE = GridShape(tail_focus=0.3, centre_share=0.0)
+#: Below this σ the lognormal steps are heavy-tailed: the range is set by the far tails while the
+#: bulk of the mean of T steps is narrow, so the default shape is ``SMALL_SIGMA_SHAPE``.
+SMALL_SIGMA = 1.0
+SMALL_SIGMA_SHAPE = GridShape(tail_focus=0.05, centre_share=0.3)
+#: Default cells per level below ``SMALL_SIGMA`` (the width at δ = 1e-10 scales ~ cells^-2).
+SMALL_SIGMA_CELLS = 2400
 #: Default cells of the base law of W.
 DEFAULT_BASE_CELLS = 2000
 #: Default significance: mass below / first moment above the fine range, per level.
@@ -109,16 +118,18 @@ class AllocationBracket:
     sigma : noise multiplier, >= 0.3.
     steps : T, steps (batches) per epoch, in [1, 10^6].
     epochs : E, in [1, 1000].
-    cells : (keyword) cells per level, default ``DEFAULT_CELLS`` = 2000; more is tighter and slower
-        (cost ~ cells² per level).
+    cells : (keyword) cells per level, default :func:`default_cells` (2000 for σ >= 1, 2400 below);
+        more is tighter and slower (cost ~ cells² per level).
     base_cells : (keyword) cells of the law of W, default ``DEFAULT_BASE_CELLS`` = 2000.
     tau : (keyword) per-level significance for the fine range, default 1e-18 (tightness only).
     cap_budget : (keyword) bound on the cap terms, default 1e-14 (enters the upper bounds).
+    shape : (keyword) :class:`~epscert.allocation.grid.GridShape` of the main cells, default
+        :func:`default_shape` (σ-dependent; tightness only).
     """
 
-    def __init__(self, sigma: float, steps: int, epochs: int = 1, *, cells: int = DEFAULT_CELLS,
+    def __init__(self, sigma: float, steps: int, epochs: int = 1, *, cells: int | None = None,
                  base_cells: int = DEFAULT_BASE_CELLS, tau: float = DEFAULT_TAU,
-                 cap_budget: float = DEFAULT_CAP_BUDGET):
+                 cap_budget: float = DEFAULT_CAP_BUDGET, shape: GridShape | None = None):
         if isinstance(sigma, bool) or not isinstance(sigma, (int, float, np.floating, np.integer)):
             raise ValueError(f"sigma must be a number >= {MIN_SIGMA}, got sigma={sigma!r}")
         sigma = float(sigma)
@@ -127,13 +138,16 @@ class AllocationBracket:
         self.sigma = sigma
         self.steps = _check_int("steps", steps, 1, MAX_STEPS)
         self.epochs = _check_int("epochs", epochs, 1, MAX_EPOCHS)
-        self._cells = _check_int("cells", cells, 16, 20000)
+        self._cells = _check_int("cells", default_cells(sigma) if cells is None else cells, 16, 20000)
         self._base_cells = _check_int("base_cells", base_cells, 16, 100000)
         for name, value, lo, hi in (("tau", tau, 1e-300, 1e-6), ("cap_budget", cap_budget, 1e-300, 1e-3)):
             if isinstance(value, bool) or not isinstance(value, (int, float, np.floating)) \
                     or not (lo <= float(value) <= hi):
                 raise ValueError(f"{name} must be a number in [{lo:g}, {hi:g}], got {name}={value!r}")
         self._tau = float(tau)
+        if shape is not None and not isinstance(shape, GridShape):
+            raise ValueError(f"shape must be a GridShape or None, got shape={shape!r}")
+        self._shape = default_shape(sigma) if shape is None else shape
         self._cap_budget = float(cap_budget)
         self._log_c = log_cap(self.sigma, self.steps, self.epochs, self._cap_budget)
         self._cap = cap_terms(self.sigma, self.steps, self.epochs, self._log_c)
@@ -149,6 +163,7 @@ class AllocationBracket:
             "base_cells": self._base_cells,
             "tau": self._tau,
             "cap_budget": self._cap_budget,
+            "shape": self._shape,
             "log_cap": self._log_c,
         }
 
@@ -156,8 +171,8 @@ class AllocationBracket:
     def _chain(self, chain: str) -> _Final:
         lower, upper, rel_mass, value_rel = base_laws(self.sigma, self._log_c, self._base_cells, self._tau)
         base = ChainLaw(lower, rel_mass, value_rel) if chain == "lower" else ChainLaw(upper, rel_mass, 0.0)
-        one = mean_of_steps(base, self.steps, chain, cells=self._cells, tau=self._tau)
-        many = product_of_epochs(one, self.epochs, chain, cells=self._cells, tau=self._tau)
+        one = mean_of_steps(base, self.steps, chain, cells=self._cells, tau=self._tau, shape=self._shape)
+        many = product_of_epochs(one, self.epochs, chain, cells=self._cells, tau=self._tau, shape=self._shape)
         return _Final(many.law, many.mass_rel_error, many.value_rel_error, many.max_count, many.excess_moment)
 
     @cached_property
@@ -273,6 +288,16 @@ class AllocationBracket:
                     b = m
             eps_lower = a
         return eps_upper, eps_lower
+
+
+def default_cells(sigma: float) -> int:
+    """The default cells per level at noise σ (tightness only)."""
+    return DEFAULT_CELLS if sigma >= SMALL_SIGMA else SMALL_SIGMA_CELLS
+
+
+def default_shape(sigma: float) -> GridShape:
+    """The default :class:`~epscert.allocation.grid.GridShape` at noise σ (tightness only)."""
+    return DEFAULT_SHAPE if sigma >= SMALL_SIGMA else SMALL_SIGMA_SHAPE
 
 
 @lru_cache(maxsize=32)

@@ -26,8 +26,8 @@ The grid is re-chosen at every level from the two input laws: one bottom cell [0
 spread endpoint 0 is an atom like any other), ``cells`` main cells over the *significant range*
 (mass below it and first moment above it at most ``tau`` of the total, bounded from above on
 groups of atoms, :func:`significant_range`), uniform in u/(1 + α|u|) with u the log z distance
-from the log of the mean in units of 1/16 of the range (:class:`_MainGrid`; finest at the centre,
-which dominates the width at every δ), and ``_TOP_CELLS`` coarser log-uniform cells up to the
+from the log of the mean in units of 1/16 of the range, of the shape
+:class:`~epscert.allocation.grid.GridShape` (:mod:`epscert.allocation.grid`), and ``_TOP_CELLS`` coarser log-uniform cells up to the
 largest pair value. The grid affects only the tightness, never the soundness: contraction and
 spread are valid for any cells. Each computed pair value z is placed in the cell with
 e_k <= z < e_{k+1} *exactly* (a log-based guess is checked against both edges; misses are
@@ -98,6 +98,8 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+
+from epscert.allocation.grid import GridShape, MainGrid
 
 #: Unit roundoff of float64.
 UNIT_ROUNDOFF = 2.0**-53
@@ -266,57 +268,6 @@ def significant_range(x: CellLaw, y: CellLaw, op: str, weights: tuple[float, flo
     return lo, hi, top
 
 
-#: α of the main grid's density (1 + α|u|)^-2 (:class:`_MainGrid`); 0 is uniform in log z.
-TAIL_FOCUS = 0.3
-
-
-@dataclass(frozen=True)
-class _MainGrid:
-    """Main cells uniform in g(u) = u/(1 + α|u|), u = (log z − c)/s: density (1 + α|u|)^-2 in
-    log z, finest at the centre c (log of the mean) and coarser in the tails. Only the tightness
-    depends on it (module docstring); the kernel checks every placement against the edges."""
-
-    c: float
-    s: float
-    alpha: float
-    g0: float
-    scale: float
-    log_edges: np.ndarray
-
-    @staticmethod
-    def build(x, y, op, weights, lo, hi, n):
-        wa, wb = weights
-        mx, my = x.first_moment / max(x.mass, 1e-300), y.first_moment / max(y.mass, 1e-300)
-        mean = wa * mx + wb * my if op == "mean" else mx * my
-        c = min(max(math.log(mean), lo), hi) if mean > 0.0 else 0.5 * (lo + hi)
-        s = (hi - lo) / 16.0
-        alpha = TAIL_FOCUS
-        g0, g1 = _squash((lo - c) / s, alpha), _squash((hi - c) / s, alpha)
-        v = g0 + (g1 - g0) * np.arange(n + 1) / n
-        log_edges = c + s * v / (1.0 - alpha * np.abs(v))
-        log_edges[0], log_edges[-1] = lo, hi
-        return _MainGrid(c, s, alpha, g0, n / (g1 - g0), np.maximum.accumulate(log_edges))
-
-    def position(self, lz):
-        """1 + (continuous) index of the main cell of log z (a guess; the caller checks it)."""
-        u = lz
-        u -= self.c
-        u *= 1.0 / self.s
-        if self.alpha:
-            w = np.abs(u)
-            w *= self.alpha
-            w += 1.0
-            u /= w
-        u -= self.g0
-        u *= self.scale
-        u += 1.0
-        return u
-
-
-def _squash(u: float, alpha: float) -> float:
-    return u / (1.0 + alpha * abs(u))
-
-
 def _block_masses(x: CellLaw, y: CellLaw, r0: int, r1: int, c0: int, symmetric: bool):
     """(masses, tiny) of the pairs (i, j), r0 <= i < r1, j >= c0, flattened; in the symmetric case
     (c0 = r0) pairs with j < i get 0 and pairs with j > i twice their mass (exact: multiplication
@@ -360,7 +311,8 @@ def _excess_moment(x: CellLaw, y: CellLaw, op: str, weights: tuple[float, float]
         return float(np.dot(terms, mult) * (1.0 + gamma_n(rows.size + 2)))
 
 
-def cell_grid(x: CellLaw, y: CellLaw, op: str, weights: tuple[float, float], *, cells: int, tau: float):
+def cell_grid(x: CellLaw, y: CellLaw, op: str, weights: tuple[float, float], *, cells: int, tau: float,
+              shape: GridShape = GridShape()):
     """(edges, main grid or None, lo, main cells) of the fresh grid of one combine step.
 
     Boundaries 0 | e^lo ... e^hi (``cells`` main cells) ... e^top (``_TOP_CELLS``), the top edge
@@ -372,7 +324,7 @@ def cell_grid(x: CellLaw, y: CellLaw, op: str, weights: tuple[float, float], *, 
     lo = max(lo, LOG_NORMAL_GUARD)
     hi, top = max(hi, lo), max(top, lo)
     n_main = cells if hi > lo else 0
-    grid = _MainGrid.build(x, y, op, weights, lo, hi, n_main) if n_main else None
+    grid = MainGrid.build(x, y, op, weights, lo, hi, n_main, shape) if n_main else None
     main = grid.log_edges if n_main else np.array([lo])
     n_top = _TOP_CELLS if top > main[-1] else 0
     upper_part = np.linspace(main[-1], top, n_top + 1)[1:] if n_top else np.empty(0)
@@ -384,7 +336,7 @@ def cell_grid(x: CellLaw, y: CellLaw, op: str, weights: tuple[float, float], *, 
 
 
 def combine(x: CellLaw, y: CellLaw, op: str, chain: str, *, cells: int, tau: float,
-            weights: tuple[float, float] = (0.5, 0.5)) -> tuple[CellLaw, KernelStats]:
+            weights: tuple[float, float] = (0.5, 0.5), shape: GridShape = GridShape()) -> tuple[CellLaw, KernelStats]:
     """Law of a·X + b·Y or X·Y mapped onto a fresh grid: contraction ("lower") or spread ("upper").
 
     The returned :class:`KernelStats` hold this step's own relative allowances (module
@@ -403,7 +355,7 @@ def combine(x: CellLaw, y: CellLaw, op: str, chain: str, *, cells: int, tau: flo
         raise ValueError(f"op must be 'mean' or 'product', got op={op!r}")
     wa, wb = weights
     symmetric = y is x and (op == "product" or wa == wb)
-    edges, grid, lo, n_main = cell_grid(x, y, op, weights, cells=cells, tau=tau)
+    edges, grid, lo, n_main = cell_grid(x, y, op, weights, cells=cells, tau=tau, shape=shape)
     lower = chain == "lower"
     n_cells = edges.size - 1
     width = np.diff(edges)

@@ -22,6 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from epscert.allocation.cells import UNIT_ROUNDOFF, CellLaw, KernelStats, combine, evaluation_rel_error, rel_product
+from epscert.allocation.grid import GridShape
 
 #: Relative rounding allowance of one :func:`propagate_excess` formula (<= 6 roundings of
 #: nonnegative terms: (1 + u)^6 < 1 + 8u).
@@ -68,8 +69,8 @@ def propagate_excess(x: ChainLaw, y: ChainLaw, op: str, weights: tuple[float, fl
 
 
 def _combine(x: ChainLaw, y: ChainLaw, chain: str, cells: int, tau: float,
-             weights: tuple[float, float]) -> ChainLaw:
-    law, stats = combine(x.law, y.law, "mean", chain, cells=cells, tau=tau, weights=weights)
+             weights: tuple[float, float], shape: GridShape) -> ChainLaw:
+    law, stats = combine(x.law, y.law, "mean", chain, cells=cells, tau=tau, weights=weights, shape=shape)
     return ChainLaw(
         law=law,
         mass_rel_error=rel_product(x.mass_rel_error, y.mass_rel_error, stats.mass_rel_error),
@@ -79,7 +80,8 @@ def _combine(x: ChainLaw, y: ChainLaw, chain: str, cells: int, tau: float,
     )
 
 
-def mean_of_steps(base: ChainLaw, steps: int, chain: str, *, cells: int, tau: float) -> ChainLaw:
+def mean_of_steps(base: ChainLaw, steps: int, chain: str, *, cells: int, tau: float,
+                  shape: GridShape = GridShape()) -> ChainLaw:
     """Law of the mean of ``steps`` independent copies of ``base`` (binary doubling)."""
     if steps < 1:
         raise ValueError(f"steps must be >= 1, got steps={steps}")
@@ -93,12 +95,12 @@ def mean_of_steps(base: ChainLaw, steps: int, chain: str, *, cells: int, tau: fl
                 acc = block
             else:
                 total = count + size
-                acc = _combine(acc, block, chain, cells, tau, (count / total, size / total))
+                acc = _combine(acc, block, chain, cells, tau, (count / total, size / total), shape)
             count += size
         remaining >>= 1
         if not remaining:
             break
         size *= 2
-        block = _combine(block, block, chain, cells, tau, (0.5, 0.5))
+        block = _combine(block, block, chain, cells, tau, (0.5, 0.5), shape)
     assert acc is not None and count == steps
     return acc
