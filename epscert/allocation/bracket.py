@@ -65,11 +65,17 @@ DEFAULT_CELLS = 2000
 #: Default shape of the main cells (σ >= ``SMALL_SIGMA``): finer at the centre, no centre bump.
 DEFAULT_SHAPE = GridShape(tail_focus=0.3, centre_share=0.0)
 #: Below this σ the lognormal steps are heavy-tailed: the range is set by the far tails while the
-#: bulk of the mean of T steps is narrow, so the default shape is ``SMALL_SIGMA_SHAPE``.
+#: bulk of the mean of T steps is narrow, so the default shape is ``SMALL_SIGMA_SHAPE`` (a centre
+#: bump holding 30% of the cells, nearly uniform in log z elsewhere) with more cells.
 SMALL_SIGMA = 1.0
 SMALL_SIGMA_SHAPE = GridShape(tail_focus=0.05, centre_share=0.3)
-#: Default cells per level below ``SMALL_SIGMA`` (the width at δ = 1e-10 scales ~ cells^-2).
+#: Default cells per level for SMALL_SIGMA > σ >= ``TINY_SIGMA`` (the width at δ = 1e-10 falls
+#: roughly as cells^-2; measured in README.md, Performance).
 SMALL_SIGMA_CELLS = 2400
+#: Below this σ (down to 0.3) more main cells and base cells (the base law's grid matters there).
+TINY_SIGMA = 0.5
+TINY_SIGMA_CELLS = 3000
+TINY_SIGMA_BASE_CELLS = 4000
 #: Default cells of the base law of W.
 DEFAULT_BASE_CELLS = 2000
 #: Default significance: mass below / first moment above the fine range, per level.
@@ -118,9 +124,11 @@ class AllocationBracket:
     sigma : noise multiplier, >= 0.3.
     steps : T, steps (batches) per epoch, in [1, 10^6].
     epochs : E, in [1, 1000].
-    cells : (keyword) cells per level, default :func:`default_cells` (2000 for σ >= 1, 2400 below);
+    cells : (keyword) cells per level, default :func:`default_cells` (2000 for σ >= 1, 2400 for
+        0.5 <= σ < 1, 3000 below);
         more is tighter and slower (cost ~ cells² per level).
-    base_cells : (keyword) cells of the law of W, default ``DEFAULT_BASE_CELLS`` = 2000.
+    base_cells : (keyword) cells of the law of W, default :func:`default_base_cells` (2000; 4000 for
+        σ < 0.5).
     tau : (keyword) per-level significance for the fine range, default 1e-18 (tightness only).
     cap_budget : (keyword) bound on the cap terms, default 1e-14 (enters the upper bounds).
     shape : (keyword) :class:`~epscert.allocation.grid.GridShape` of the main cells, default
@@ -128,7 +136,7 @@ class AllocationBracket:
     """
 
     def __init__(self, sigma: float, steps: int, epochs: int = 1, *, cells: int | None = None,
-                 base_cells: int = DEFAULT_BASE_CELLS, tau: float = DEFAULT_TAU,
+                 base_cells: int | None = None, tau: float = DEFAULT_TAU,
                  cap_budget: float = DEFAULT_CAP_BUDGET, shape: GridShape | None = None):
         if isinstance(sigma, bool) or not isinstance(sigma, (int, float, np.floating, np.integer)):
             raise ValueError(f"sigma must be a number >= {MIN_SIGMA}, got sigma={sigma!r}")
@@ -139,7 +147,8 @@ class AllocationBracket:
         self.steps = _check_int("steps", steps, 1, MAX_STEPS)
         self.epochs = _check_int("epochs", epochs, 1, MAX_EPOCHS)
         self._cells = _check_int("cells", default_cells(sigma) if cells is None else cells, 16, 20000)
-        self._base_cells = _check_int("base_cells", base_cells, 16, 100000)
+        self._base_cells = _check_int("base_cells", default_base_cells(sigma) if base_cells is None
+                                      else base_cells, 16, 100000)
         for name, value, lo, hi in (("tau", tau, 1e-300, 1e-6), ("cap_budget", cap_budget, 1e-300, 1e-3)):
             if isinstance(value, bool) or not isinstance(value, (int, float, np.floating)) \
                     or not (lo <= float(value) <= hi):
@@ -292,7 +301,14 @@ class AllocationBracket:
 
 def default_cells(sigma: float) -> int:
     """The default cells per level at noise σ (tightness only)."""
-    return DEFAULT_CELLS if sigma >= SMALL_SIGMA else SMALL_SIGMA_CELLS
+    if sigma >= SMALL_SIGMA:
+        return DEFAULT_CELLS
+    return SMALL_SIGMA_CELLS if sigma >= TINY_SIGMA else TINY_SIGMA_CELLS
+
+
+def default_base_cells(sigma: float) -> int:
+    """The default cells of the base law of W at noise σ (tightness only)."""
+    return DEFAULT_BASE_CELLS if sigma >= TINY_SIGMA else TINY_SIGMA_BASE_CELLS
 
 
 def default_shape(sigma: float) -> GridShape:
