@@ -25,10 +25,10 @@ partial mean with nonnegative weights and in any partial product), so by inducti
 The grid is re-chosen at every level from the two input laws: one bottom cell [0, g_0) (its
 spread endpoint 0 is an atom like any other), ``cells`` main cells over the *significant range*
 (mass below it and first moment above it at most ``tau`` of the total, bounded from above on
-groups of atoms, :func:`significant_range`), uniform in u/(1 + α|u|) with u the log z distance
-from the log of the mean in units of 1/16 of the range, of the shape
-:class:`~epscert.allocation.grid.GridShape` (:mod:`epscert.allocation.grid`), and ``_TOP_CELLS`` coarser log-uniform cells up to the
-largest pair value. The grid affects only the tightness, never the soundness: contraction and
+groups of atoms, :func:`significant_range`), uniform in a map of u, the log z distance from the
+log of the mean in units of 1/16 of the range (:mod:`epscert.allocation.grid`; its
+:class:`~epscert.allocation.grid.GridShape` depends on σ), and ``_TOP_CELLS`` coarser
+log-uniform cells up to the largest pair value. The grid affects only the tightness, never the soundness: contraction and
 spread are valid for any cells. Each computed pair value z is placed in the cell with
 e_k <= z < e_{k+1} *exactly* (a log-based guess is checked against both edges; misses are
 searched), so every spread moves each atom only to the edges of a cell that holds it.
@@ -336,7 +336,8 @@ def cell_grid(x: CellLaw, y: CellLaw, op: str, weights: tuple[float, float], *, 
 
 
 def combine(x: CellLaw, y: CellLaw, op: str, chain: str, *, cells: int, tau: float,
-            weights: tuple[float, float] = (0.5, 0.5), shape: GridShape = GridShape()) -> tuple[CellLaw, KernelStats]:
+            weights: tuple[float, float] = (0.5, 0.5),
+            shape: GridShape = GridShape()) -> tuple[CellLaw, KernelStats]:
     """Law of a·X + b·Y or X·Y mapped onto a fresh grid: contraction ("lower") or spread ("upper").
 
     The returned :class:`KernelStats` hold this step's own relative allowances (module
