@@ -71,7 +71,7 @@ SMALL_SIGMA = 1.0
 SMALL_SIGMA_SHAPE = GridShape(tail_focus=0.05, centre_share=0.3)
 #: Default cells per level for SMALL_SIGMA > σ >= ``TINY_SIGMA`` (the width at δ = 1e-10 falls
 #: roughly as cells^-2; measured in README.md, Performance).
-SMALL_SIGMA_CELLS = 2400
+SMALL_SIGMA_CELLS = 2600
 #: Below this σ (down to 0.3) more main cells and base cells (the base law's grid matters there).
 TINY_SIGMA = 0.5
 TINY_SIGMA_CELLS = 3000
@@ -124,7 +124,7 @@ class AllocationBracket:
     sigma : noise multiplier, >= 0.3.
     steps : T, steps (batches) per epoch, in [1, 10^6].
     epochs : E, in [1, 1000].
-    cells : (keyword) cells per level, default :func:`default_cells` (2000 for σ >= 1, 2400 for
+    cells : (keyword) cells per level, default :func:`default_cells` (2000 for σ >= 1, 2600 for
         0.5 <= σ < 1, 3000 below);
         more is tighter and slower (cost ~ cells² per level).
     base_cells : (keyword) cells of the law of W, default :func:`default_base_cells` (2000; 4000 for
