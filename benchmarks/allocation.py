@@ -1,7 +1,7 @@
 """CPU seconds and width of the deterministic Balls-and-Bins bracket (epscert.allocation).
 
     python -m benchmarks.allocation [--steps 1000,10000,100000,1000000] [--epochs 1,10,100]
-        [--sigma 1.0] [--delta 1e-5] [--cells DEFAULT_CELLS] [--base-cells 2000]
+        [--sigma 1.0] [--delta 1e-5] [--cells N (0: the σ-dependent default)] [--base-cells N (0: the default)]
 
 For every (T, E): one bracket (both chains, both directions), then ε(δ) from it. Prints a
 Markdown table with the CPU seconds of the laws (``time.process_time``, one process, one
@@ -18,7 +18,6 @@ import platform
 import time
 
 from epscert.allocation import AllocationBracket
-from epscert.allocation.bracket import DEFAULT_CELLS
 
 
 def _ints(text: str) -> list[int]:
@@ -27,7 +26,7 @@ def _ints(text: str) -> list[int]:
 
 def one(sigma: float, steps: int, epochs: int, delta: float, cells: int, base_cells: int) -> dict:
     start = time.process_time()
-    bracket = AllocationBracket(sigma, steps, epochs, cells=cells, base_cells=base_cells)
+    bracket = AllocationBracket(sigma, steps, epochs, cells=cells or None, base_cells=base_cells or None)
     bracket.delta([0.0])  # builds both chains
     laws = time.process_time() - start
     eps_upper, eps_lower = bracket.epsilon(delta)
@@ -47,12 +46,12 @@ def main(argv=None) -> None:
     parser.add_argument("--epochs", default="1,10,100")
     parser.add_argument("--sigma", type=float, default=1.0)
     parser.add_argument("--delta", type=float, default=1e-5)
-    parser.add_argument("--cells", type=int, default=DEFAULT_CELLS)
-    parser.add_argument("--base-cells", type=int, default=2000)
+    parser.add_argument("--cells", type=int, default=0, help="cells per level (0: the default)")
+    parser.add_argument("--base-cells", type=int, default=0, help="cells of the base law (0: the default)")
     args = parser.parse_args(argv)
     print(f"# machine: {platform.machine()} {platform.processor() or ''} {os.cpu_count()} cpus, "
           f"python {platform.python_version()}; sigma={args.sigma}, delta={args.delta:g}, "
-          f"cells={args.cells}, base_cells={args.base_cells}")
+          f"cells={args.cells or 'default'}, base_cells={args.base_cells or 'default'}")
     print("| T | E | CPU s (laws) | CPU s (ε search) | ε lower | ε upper | ε width | δ width at ε upper | resolution |")
     print("|---|---|---|---|---|---|---|---|---|")
     for steps in _ints(args.steps):

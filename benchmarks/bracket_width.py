@@ -1,7 +1,7 @@
 """Width of the Balls-and-Bins bracket at small δ, with the share of each allowance (issue 11).
 
     python -m benchmarks.bracket_width [--sigma 0.3,0.5,1,2] [--steps 1000,10000,100000,1000000]
-        [--epochs 1,10,100] [--delta 1e-10,1e-8,1e-5] [--cells N] [--base-cells N]
+        [--epochs 1,10,100] [--delta 1e-10,1e-8,1e-5] [--cells N] [--base-cells N]   (0: σ-dependent default)
 
 For every (σ, T, E): one bracket at the given settings (default: the package defaults), then,
 for each target δ, ε = eps_upper(δ) (so the upper bound is ≈ δ there) and the relative width
@@ -10,7 +10,8 @@ upper/lower − 1 of the δ bracket at that ε. The breakdown (all relative to t
 * ``fp value`` — (value_error upper + value_error lower)/δ, the additive floating-point allowances
   (older versions only; now 0) — the relative value allowance Γ is shown as ``value rel``;
 * ``mass rel`` — mass_rel_error upper + lower (relative allowances);
-* ``cap`` — the cap term of the larger direction over δ (upper side only);
+* ``cap`` — the cap term of the larger direction plus the excess moment over the top cap of the
+  product grid, over δ (upper side only);
 * ``grid`` — the rest: width − fp value − mass rel − cap (discretisation, contraction vs spread).
 
 CPU seconds are ``time.process_time`` of building both chains (one process). Nothing here
@@ -25,7 +26,6 @@ import platform
 import time
 
 from epscert.allocation import AllocationBracket
-from epscert.allocation.bracket import DEFAULT_BASE_CELLS
 
 
 def _floats(text: str) -> list[float]:
@@ -39,7 +39,7 @@ def _ints(text: str) -> list[int]:
 def measure(sigma: float, steps: int, epochs: int, deltas: list[float], cells: int | None,
             base_cells: int) -> list[dict]:
     """One bracket; for each δ the width at eps_upper(δ) and its breakdown."""
-    kwargs = {"base_cells": base_cells} | ({"cells": cells} if cells else {})
+    kwargs = {"base_cells": base_cells or None, "cells": cells or None}
     start = time.process_time()
     bracket = AllocationBracket(sigma, steps, epochs, **kwargs)
     bracket.delta([0.0])  # builds both chains
@@ -52,7 +52,7 @@ def measure(sigma: float, steps: int, epochs: int, deltas: list[float], cells: i
         width = up / lo - 1.0 if lo > 0 else float("inf")
         fp_value = (diag.get("upper_value_error", 0.0) + diag.get("lower_value_error", 0.0)) / up
         mass_rel = diag["upper_mass_rel_error"] + diag["lower_mass_rel_error"]
-        cap = max(diag["cap_remove"], diag["cap_add"]) / up
+        cap = (max(diag["cap_remove"], diag["cap_add"]) + diag.get("upper_excess_moment", 0.0)) / up
         rows.append({"sigma": sigma, "T": steps, "E": epochs, "delta": delta, "eps": eps, "upper": up,
                      "width": width, "fp_value": fp_value, "mass_rel": mass_rel, "cap": cap,
                      "grid": width - fp_value - mass_rel - cap, "value_error": diag.get("upper_value_error", 0.0),
@@ -68,10 +68,10 @@ def main(argv=None) -> None:
     parser.add_argument("--epochs", default="1,10,100")
     parser.add_argument("--delta", default="1e-10,1e-8,1e-5")
     parser.add_argument("--cells", type=int, default=0, help="cells per level (0: the default)")
-    parser.add_argument("--base-cells", type=int, default=DEFAULT_BASE_CELLS)
+    parser.add_argument("--base-cells", type=int, default=0, help="cells of the base law (0: the default)")
     args = parser.parse_args(argv)
     print(f"# machine: {platform.machine()} {os.cpu_count()} cpus, python {platform.python_version()}; "
-          f"cells={args.cells or 'default'}, base_cells={args.base_cells}")
+          f"cells={args.cells or 'default'}, base_cells={args.base_cells or 'default'}")
     print("| σ | T | E | δ | ε upper | width | fp value | mass rel | value rel | cap | grid | value_error | CPU s |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for sigma in _floats(args.sigma):

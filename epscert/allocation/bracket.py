@@ -24,7 +24,9 @@ So, per direction d with raw sums D_up, D_lo over the final atoms (K = e^ε),
     lower_d(ε) = max(0, (1 − r_lo − Γ_lo) D_lo(K(1 + Γ_lo))),  reported as 0 if < resolution,
 
 where r also holds the rounding of the final sum over the atoms and K is moved outward by a few
-ulp more (:func:`~epscert.allocation.cells.evaluation_rel_error`, ``K_SLACK``).
+ulp more (:func:`~epscert.allocation.cells.evaluation_rel_error`, ``K_SLACK``); the upper REMOVE
+bound also adds the excess moment D over the top cap (recession slope 1 of (v − K)_+; the ADD
+integrand has slope 0, so the mass sent to +∞ adds nothing there; :mod:`~epscert.allocation.cells`).
 
 and BOTH takes the maximum of the two directions on each side (δ = max(δ_remove, δ_add)).
 Clamping to [0, 1] is safe because δ ∈ [0, 1]. Raising the upper bound to ``resolution``
@@ -51,7 +53,8 @@ import numpy as np
 
 from epscert.allocation.cells import CellLaw, evaluation_rel_error, hockey_add, hockey_remove, rel_product
 from epscert.allocation.compose import product_of_epochs
-from epscert.allocation.epoch import ChainLaw, mean_of_steps
+from epscert.allocation.epoch import EXCESS_ROUNDING, ChainLaw, mean_of_steps
+from epscert.allocation.grid import GridShape
 from epscert.allocation.tails import base_laws, cap_terms, log_cap
 from epscert.params import BRACKET_MAX_EPOCHS as MAX_EPOCHS
 from epscert.params import BRACKET_MAX_STEPS as MAX_STEPS
@@ -59,6 +62,20 @@ from epscert.params import BRACKET_MIN_SIGMA as MIN_SIGMA
 from epscert.params import Direction
 #: Default cells per level (uniform in log over the significant range).
 DEFAULT_CELLS = 2000
+#: Default shape of the main cells (σ >= ``SMALL_SIGMA``): finer at the centre, no centre bump.
+DEFAULT_SHAPE = GridShape(tail_focus=0.3, centre_share=0.0)
+#: Below this σ the lognormal steps are heavy-tailed: the range is set by the far tails while the
+#: bulk of the mean of T steps is narrow, so the default shape is ``SMALL_SIGMA_SHAPE`` (a centre
+#: bump holding 30% of the cells, nearly uniform in log z elsewhere) with more cells.
+SMALL_SIGMA = 1.0
+SMALL_SIGMA_SHAPE = GridShape(tail_focus=0.05, centre_share=0.3)
+#: Default cells per level for SMALL_SIGMA > σ >= ``TINY_SIGMA`` (the width at δ = 1e-10 falls
+#: roughly as cells^-2; measured in README.md, Performance).
+SMALL_SIGMA_CELLS = 2600
+#: Below this σ (down to 0.3) more main cells and base cells (the base law's grid matters there).
+TINY_SIGMA = 0.5
+TINY_SIGMA_CELLS = 3000
+TINY_SIGMA_BASE_CELLS = 4000
 #: Default cells of the base law of W.
 DEFAULT_BASE_CELLS = 2000
 #: Default significance: mass below / first moment above the fine range, per level.
@@ -96,6 +113,7 @@ class _Final:
     mass_rel_error: float
     value_rel_error: float
     max_count: int
+    excess_moment: float = 0.0
 
 
 class AllocationBracket:
@@ -106,16 +124,20 @@ class AllocationBracket:
     sigma : noise multiplier, >= 0.3.
     steps : T, steps (batches) per epoch, in [1, 10^6].
     epochs : E, in [1, 1000].
-    cells : (keyword) cells per level, default ``DEFAULT_CELLS`` = 2000; more is tighter and slower
-        (cost ~ cells² per level).
-    base_cells : (keyword) cells of the law of W, default ``DEFAULT_BASE_CELLS`` = 2000.
+    cells : (keyword) cells per level, default :func:`default_cells` (2000 for σ >= 1, 2600 for
+        0.5 <= σ < 1, 3000 below);
+        more is tighter and slower (cost ~ cells² per level).
+    base_cells : (keyword) cells of the law of W, default :func:`default_base_cells` (2000; 4000 for
+        σ < 0.5).
     tau : (keyword) per-level significance for the fine range, default 1e-18 (tightness only).
     cap_budget : (keyword) bound on the cap terms, default 1e-14 (enters the upper bounds).
+    shape : (keyword) :class:`~epscert.allocation.grid.GridShape` of the main cells, default
+        :func:`default_shape` (σ-dependent; tightness only).
     """
 
-    def __init__(self, sigma: float, steps: int, epochs: int = 1, *, cells: int = DEFAULT_CELLS,
-                 base_cells: int = DEFAULT_BASE_CELLS, tau: float = DEFAULT_TAU,
-                 cap_budget: float = DEFAULT_CAP_BUDGET):
+    def __init__(self, sigma: float, steps: int, epochs: int = 1, *, cells: int | None = None,
+                 base_cells: int | None = None, tau: float = DEFAULT_TAU,
+                 cap_budget: float = DEFAULT_CAP_BUDGET, shape: GridShape | None = None):
         if isinstance(sigma, bool) or not isinstance(sigma, (int, float, np.floating, np.integer)):
             raise ValueError(f"sigma must be a number >= {MIN_SIGMA}, got sigma={sigma!r}")
         sigma = float(sigma)
@@ -124,13 +146,17 @@ class AllocationBracket:
         self.sigma = sigma
         self.steps = _check_int("steps", steps, 1, MAX_STEPS)
         self.epochs = _check_int("epochs", epochs, 1, MAX_EPOCHS)
-        self._cells = _check_int("cells", cells, 16, 20000)
-        self._base_cells = _check_int("base_cells", base_cells, 16, 100000)
+        self._cells = _check_int("cells", default_cells(sigma) if cells is None else cells, 16, 20000)
+        self._base_cells = _check_int("base_cells", default_base_cells(sigma) if base_cells is None
+                                      else base_cells, 16, 100000)
         for name, value, lo, hi in (("tau", tau, 1e-300, 1e-6), ("cap_budget", cap_budget, 1e-300, 1e-3)):
             if isinstance(value, bool) or not isinstance(value, (int, float, np.floating)) \
                     or not (lo <= float(value) <= hi):
                 raise ValueError(f"{name} must be a number in [{lo:g}, {hi:g}], got {name}={value!r}")
         self._tau = float(tau)
+        if shape is not None and not isinstance(shape, GridShape):
+            raise ValueError(f"shape must be a GridShape or None, got shape={shape!r}")
+        self._shape = default_shape(sigma) if shape is None else shape
         self._cap_budget = float(cap_budget)
         self._log_c = log_cap(self.sigma, self.steps, self.epochs, self._cap_budget)
         self._cap = cap_terms(self.sigma, self.steps, self.epochs, self._log_c)
@@ -146,6 +172,7 @@ class AllocationBracket:
             "base_cells": self._base_cells,
             "tau": self._tau,
             "cap_budget": self._cap_budget,
+            "shape": self._shape,
             "log_cap": self._log_c,
         }
 
@@ -153,9 +180,9 @@ class AllocationBracket:
     def _chain(self, chain: str) -> _Final:
         lower, upper, rel_mass, value_rel = base_laws(self.sigma, self._log_c, self._base_cells, self._tau)
         base = ChainLaw(lower, rel_mass, value_rel) if chain == "lower" else ChainLaw(upper, rel_mass, 0.0)
-        one = mean_of_steps(base, self.steps, chain, cells=self._cells, tau=self._tau)
-        many = product_of_epochs(one, self.epochs, chain, cells=self._cells, tau=self._tau)
-        return _Final(many.law, many.mass_rel_error, many.value_rel_error, many.max_count)
+        one = mean_of_steps(base, self.steps, chain, cells=self._cells, tau=self._tau, shape=self._shape)
+        many = product_of_epochs(one, self.epochs, chain, cells=self._cells, tau=self._tau, shape=self._shape)
+        return _Final(many.law, many.mass_rel_error, many.value_rel_error, many.max_count, many.excess_moment)
 
     @cached_property
     def _lower(self) -> _Final:
@@ -180,6 +207,7 @@ class AllocationBracket:
             "lower_value_rel_error": self._lower.value_rel_error,
             "cap_remove": self._cap["remove"],
             "cap_add": self._cap["add"],
+            "upper_excess_moment": self._upper.excess_moment,
             "upper_atoms": len(self._upper.law),
             "lower_atoms": len(self._lower.law),
         }
@@ -194,6 +222,8 @@ class AllocationBracket:
         if side == "upper":
             key = "remove" if part is Direction.REMOVE else "add"
             val = (1.0 + rel) * raw + self._cap[key]
+            if part is Direction.REMOVE:  # the moment over the top cap (slope 1; ADD: slope 0)
+                val = val + final.excess_moment * (1.0 + EXCESS_ROUNDING)
             return np.clip(np.maximum(val, self.resolution), 0.0, 1.0)
         val = (1.0 - rel) * raw
         val = np.where(val < self.resolution, 0.0, val)
@@ -267,6 +297,23 @@ class AllocationBracket:
                     b = m
             eps_lower = a
         return eps_upper, eps_lower
+
+
+def default_cells(sigma: float) -> int:
+    """The default cells per level at noise σ (tightness only)."""
+    if sigma >= SMALL_SIGMA:
+        return DEFAULT_CELLS
+    return SMALL_SIGMA_CELLS if sigma >= TINY_SIGMA else TINY_SIGMA_CELLS
+
+
+def default_base_cells(sigma: float) -> int:
+    """The default cells of the base law of W at noise σ (tightness only)."""
+    return DEFAULT_BASE_CELLS if sigma >= TINY_SIGMA else TINY_SIGMA_BASE_CELLS
+
+
+def default_shape(sigma: float) -> GridShape:
+    """The default :class:`~epscert.allocation.grid.GridShape` at noise σ (tightness only)."""
+    return DEFAULT_SHAPE if sigma >= SMALL_SIGMA else SMALL_SIGMA_SHAPE
 
 
 @lru_cache(maxsize=32)

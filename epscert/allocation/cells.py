@@ -25,10 +25,10 @@ partial mean with nonnegative weights and in any partial product), so by inducti
 The grid is re-chosen at every level from the two input laws: one bottom cell [0, g_0) (its
 spread endpoint 0 is an atom like any other), ``cells`` main cells over the *significant range*
 (mass below it and first moment above it at most ``tau`` of the total, bounded from above on
-groups of atoms, :func:`significant_range`), uniform in u/(1 + α|u|) with u the log z distance
-from the log of the mean in units of 1/16 of the range (:class:`_MainGrid`; finest at the centre,
-which dominates the width at every δ), and ``_TOP_CELLS`` coarser log-uniform cells up to the
-largest pair value. The grid affects only the tightness, never the soundness: contraction and
+groups of atoms, :func:`significant_range`), uniform in a map of u, the log z distance from the
+log of the mean in units of 1/16 of the range (:mod:`epscert.allocation.grid`; its
+:class:`~epscert.allocation.grid.GridShape` depends on σ), and ``_TOP_CELLS`` coarser
+log-uniform cells up to the largest pair value. The grid affects only the tightness, never the soundness: contraction and
 spread are valid for any cells. Each computed pair value z is placed in the cell with
 e_k <= z < e_{k+1} *exactly* (a log-based guess is checked against both edges; misses are
 searched), so every spread moves each atom only to the edges of a cell that holds it.
@@ -67,11 +67,29 @@ nonnegative terms in any order is within γ_{n−1} relative of the exact sum):
   so each is within γ_{count+chunks+5} relative of the exact spread of the computed pairs: a
   mass error only, and no value error beyond the pair values' own.
 
+Overflow (the top cap): every edge lies below about ``TOP_LIMIT`` = 2^1000 (products of two
+atoms can exceed the float range, e.g. at σ = 0.3 over many epochs). A pair whose computed value
+is above the top edge b (``inf`` included) is *over the cap*. The lower chain drops it (safe,
+above). The upper chain spreads it over [b, ∞): every nonnegative convex f has a recession slope
+f'(∞) = lim f(z)/z ∈ [0, ∞] and f(z) <= f(b) + (z − b) f'(∞) <= f(b) + z f'(∞) for z >= b, so
+the atom's mass m goes to b and (an upper bound on) its first moment m z, formed without
+overflow or underflow (:func:`_excess_moment`), is carried as an *excess moment* D with
+E f(true) <= E f(law) + D f'(∞). For the final integrands,
+(v − e^ε)_+ has slope 1 (D is added to the REMOVE upper bound) and (1 − e^ε v)_+ slope 0 (the
+mass at +∞ contributes nothing to ADD, so D is not added there). Through a later mean a·X + b·Y
+the slope of x ↦ f(ax + by) is a f'(∞); through a product X·Y the slope of x ↦ f(xy) is
+y f'(∞): :func:`epscert.allocation.epoch.propagate_excess` composes D accordingly.
+
 Underflow (the relative model needs normal results): every main cell lies above
 ``NORMAL_GUARD``; the lower chain drops pairs whose computed value is below it (dropping is
 safe, above), and the upper chain inflates both nodes of the bottom cell [0, g_0) by
 M_0·``SUBNORMAL_ABS``/g_0, which covers the absolute error of a subnormal product (<= half the
-smallest subnormal); products of atoms >= NORMAL_GUARD that stay above g_0 are normal.
+smallest subnormal); products of atoms >= NORMAL_GUARD that stay above g_0 are normal. A pair
+*mass* m_i·m_j computed below the smallest normal ``MIN_NORMAL`` (so exactly below it too) is
+dropped by the lower chain; the upper chain spreads it over [0, ∞) like the pairs over the cap
+(f(z) <= f(0) + z f'(∞)): mass 2·MIN_NORMAL (>= the pair's, doubled or not) at 0, and its first
+moment into D. Without this a pair of tiny mass near the cap could carry a first moment far
+above its (unbounded) rounding error.
 """
 
 from __future__ import annotations
@@ -80,6 +98,8 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+
+from epscert.allocation.grid import GridShape, MainGrid
 
 #: Unit roundoff of float64.
 UNIT_ROUNDOFF = 2.0**-53
@@ -96,8 +116,14 @@ PAIR_REL_ERROR = 4.0 * UNIT_ROUNDOFF
 #: Lowest edge of the main cells (2^-960 >> the smallest normal 2^-1022): values above it are normal.
 NORMAL_GUARD = 2.0**-960
 LOG_NORMAL_GUARD = -960.0 * math.log(2.0)
+#: Largest top edge (about; module docstring, overflow): products and means of atoms below it
+#: stay finite or overflow to inf, which the kernel sends over the cap.
+TOP_LIMIT = 2.0**1000
+LOG_TOP_LIMIT = 1000.0 * math.log(2.0)
 #: Absolute error bound of a result in the subnormal range (the smallest subnormal, 2^-1074).
 SUBNORMAL_ABS = 2.0**-1074
+#: The smallest normal float64; pair masses below it are dropped (lower) or raised to it (upper).
+MIN_NORMAL = 2.0**-1022
 #: Pairs per block of rows of the pair matrix (each block is summed separately, cache-sized).
 _BLOCK_PAIRS = 1 << 16
 
@@ -128,6 +154,9 @@ class KernelStats:
     max_count: int
     mass_rel_error: float
     value_rel_error: float
+    #: upper bound on the first moment over the cap (pairs of the *computed* atoms; the caller
+    #: scales it by the inputs' allowances, :func:`epscert.allocation.epoch.propagate_excess`)
+    excess_moment: float = 0.0
 
 
 def gamma_n(n):
@@ -208,19 +237,21 @@ def significant_range(x: CellLaw, y: CellLaw, op: str, weights: tuple[float, flo
     first moment above t when its largest value is > t) over-estimates both tails; the range is
     therefore at least as wide as the exact one. Only the tightness depends on it (module
     docstring). ``top`` is the log of an upper bound on the largest pair value (the caller
-    compares the exact pair values with the top edge anyway).
+    compares the exact pair values with the top edge anyway), at most ``LOG_TOP_LIMIT``; lo and
+    hi are clamped to it too (pairs above it go over the cap, module docstring).
     """
     wa, wb = weights
     mx, fx, lx, ux = _groups(x, _RANGE_GROUPS)
     my, fy, ly, uy = _groups(y, _RANGE_GROUPS)
-    zmin = _pair_values(lx[:, None], ly[None, :], op, wa, wb).ravel()
-    zmax = _pair_values(ux[:, None], uy[None, :], op, wa, wb).ravel()
+    with np.errstate(over="ignore"):  # inf: over the cap (module docstring)
+        zmin = _pair_values(lx[:, None], ly[None, :], op, wa, wb).ravel()
+        zmax = _pair_values(ux[:, None], uy[None, :], op, wa, wb).ravel()
     mass = (mx[:, None] * my[None, :]).ravel()
     if op == "mean":
         moment = (wa * fx[:, None] * my[None, :] + wb * mx[:, None] * fy[None, :]).ravel()
     else:
         moment = (fx[:, None] * fy[None, :]).ravel()
-    with np.errstate(divide="ignore"):
+    with np.errstate(divide="ignore", over="ignore"):
         order = np.argsort(zmin)
         below = np.cumsum(mass[order])
         k = min(int(np.searchsorted(below, tau * below[-1], side="right")), below.size - 1)
@@ -232,96 +263,81 @@ def significant_range(x: CellLaw, y: CellLaw, op: str, weights: tuple[float, flo
         hi = math.log(zmax[order][k]) if zmax[order][k] > 0.0 else lo
         top_value = float(zmax.max())
         top = math.log(top_value) if top_value > 0.0 else lo
+    lo, top = min(lo, LOG_TOP_LIMIT), min(top, LOG_TOP_LIMIT)
     hi = min(max(hi, lo), top)
     return lo, hi, top
 
 
-#: α of the main grid's density (1 + α|u|)^-2 (:class:`_MainGrid`); 0 is uniform in log z.
-TAIL_FOCUS = 0.3
-
-
-@dataclass(frozen=True)
-class _MainGrid:
-    """Main cells uniform in g(u) = u/(1 + α|u|), u = (log z − c)/s: density (1 + α|u|)^-2 in
-    log z, finest at the centre c (log of the mean) and coarser in the tails. Only the tightness
-    depends on it (module docstring); the kernel checks every placement against the edges."""
-
-    c: float
-    s: float
-    alpha: float
-    g0: float
-    scale: float
-    log_edges: np.ndarray
-
-    @staticmethod
-    def build(x, y, op, weights, lo, hi, n):
-        wa, wb = weights
-        mx, my = x.first_moment / max(x.mass, 1e-300), y.first_moment / max(y.mass, 1e-300)
-        mean = wa * mx + wb * my if op == "mean" else mx * my
-        c = min(max(math.log(mean), lo), hi) if mean > 0.0 else 0.5 * (lo + hi)
-        s = (hi - lo) / 16.0
-        alpha = TAIL_FOCUS
-        g0, g1 = _squash((lo - c) / s, alpha), _squash((hi - c) / s, alpha)
-        v = g0 + (g1 - g0) * np.arange(n + 1) / n
-        log_edges = c + s * v / (1.0 - alpha * np.abs(v))
-        log_edges[0], log_edges[-1] = lo, hi
-        return _MainGrid(c, s, alpha, g0, n / (g1 - g0), np.maximum.accumulate(log_edges))
-
-    def position(self, lz):
-        """1 + (continuous) index of the main cell of log z (a guess; the caller checks it)."""
-        u = lz
-        u -= self.c
-        u *= 1.0 / self.s
-        if self.alpha:
-            w = np.abs(u)
-            w *= self.alpha
-            w += 1.0
-            u /= w
-        u -= self.g0
-        u *= self.scale
-        u += 1.0
-        return u
-
-
-def _squash(u: float, alpha: float) -> float:
-    return u / (1.0 + alpha * abs(u))
-
-
-def _block_masses(x: CellLaw, y: CellLaw, r0: int, r1: int, c0: int, symmetric: bool) -> np.ndarray:
-    """Masses of the pairs (i, j), r0 <= i < r1, j >= c0; in the symmetric case (c0 = r0) pairs
-    with j < i get 0 and pairs with j > i twice their mass (exact: multiplication by 0, 1, 2)."""
+def _block_masses(x: CellLaw, y: CellLaw, r0: int, r1: int, c0: int, symmetric: bool):
+    """(masses, tiny) of the pairs (i, j), r0 <= i < r1, j >= c0, flattened; in the symmetric case
+    (c0 = r0) pairs with j < i get 0 and pairs with j > i twice their mass (exact: multiplication
+    by 0, 1, 2). ``tiny`` marks the pairs (mass not structurally 0) whose product m_i·m_j was
+    computed below ``MIN_NORMAL``: the exact product is below it too (rounding is monotone and
+    MIN_NORMAL is a float), but its relative error is not bounded (module docstring, underflow)."""
     m = x.masses[r0:r1, None] * y.masses[None, c0:]
+    tiny = m < MIN_NORMAL
     if symmetric:
         rows = r1 - r0
         factor = np.tri(rows, rows, -1, dtype=np.float64).T * 2.0 + np.eye(rows)
+        tiny[:, :rows] &= factor > 0.0
         m[:, :rows] *= factor
         m[:, rows:] *= 2.0
-    return m
+    return m.ravel(), tiny.ravel()
 
 
-def cell_grid(x: CellLaw, y: CellLaw, op: str, weights: tuple[float, float], *, cells: int, tau: float):
+def upper_product(a, b):
+    """An upper bound on the exact a·b for floats a, b >= 0: max(fl(ab), MIN_NORMAL)·(1 + 4u).
+
+    If fl(ab) is normal, ab <= fl(ab)(1 + u); if not, ab < MIN_NORMAL (monotone rounding); the
+    final product rounds once more, (1 + 4u)(1 − u) >= 1 + u. Overflow gives inf (still a bound).
+    """
+    with np.errstate(over="ignore"):
+        return np.maximum(np.multiply(a, b), MIN_NORMAL) * (1.0 + 4.0 * UNIT_ROUNDOFF)
+
+
+def _excess_moment(x: CellLaw, y: CellLaw, op: str, weights: tuple[float, float], rows: np.ndarray,
+                   cols: np.ndarray, mult: np.ndarray) -> float:
+    """An upper bound on Σ mult·m_i·m_j·op(x_i, y_j) over the given pairs, free of overflow and
+    underflow: product (m_i x_i)(m_j y_j), mean a (m_i x_i) m_j + b m_i (m_j y_j), every product
+    by :func:`upper_product`, the sum of the n nonnegative terms raised by γ_{n+2}."""
+    mi, mj = x.masses[rows], y.masses[cols]
+    ai, bj = upper_product(mi, x.values[rows]), upper_product(mj, y.values[cols])
+    if op == "product":
+        terms = upper_product(ai, bj)
+    else:
+        wa, wb = weights
+        terms = upper_product(upper_product(wa, ai), mj) + upper_product(upper_product(wb, bj), mi)
+    with np.errstate(over="ignore"):
+        return float(np.dot(terms, mult) * (1.0 + gamma_n(rows.size + 2)))
+
+
+def cell_grid(x: CellLaw, y: CellLaw, op: str, weights: tuple[float, float], *, cells: int, tau: float,
+              shape: GridShape = GridShape()):
     """(edges, main grid or None, lo, main cells) of the fresh grid of one combine step.
 
     Boundaries 0 | e^lo ... e^hi (``cells`` main cells) ... e^top (``_TOP_CELLS``), the top edge
-    raised to the largest pair value; e^lo >= ``NORMAL_GUARD`` (module docstring, underflow).
+    raised to the largest pair value but not above ``TOP_LIMIT``; e^lo >= ``NORMAL_GUARD``
+    (module docstring, underflow and overflow).
     """
     wa, wb = weights
     lo, hi, top = significant_range(x, y, op, weights, tau)
     lo = max(lo, LOG_NORMAL_GUARD)
     hi, top = max(hi, lo), max(top, lo)
     n_main = cells if hi > lo else 0
-    grid = _MainGrid.build(x, y, op, weights, lo, hi, n_main) if n_main else None
+    grid = MainGrid.build(x, y, op, weights, lo, hi, n_main, shape) if n_main else None
     main = grid.log_edges if n_main else np.array([lo])
     n_top = _TOP_CELLS if top > main[-1] else 0
     upper_part = np.linspace(main[-1], top, n_top + 1)[1:] if n_top else np.empty(0)
     edges = np.concatenate([[0.0], np.exp(np.concatenate([main, upper_part]))])
-    z_max = float(_pair_values(x.values[-1:], y.values[-1:], op, wa, wb)[0])
-    edges[-1] = max(edges[-1], z_max)  # the top edge holds the largest pair value
+    with np.errstate(over="ignore"):
+        z_max = float(_pair_values(x.values[-1:], y.values[-1:], op, wa, wb)[0])
+    edges[-1] = min(max(edges[-1], z_max), TOP_LIMIT)  # holds the largest pair value, or the cap
     return np.maximum.accumulate(edges), grid, lo, n_main
 
 
 def combine(x: CellLaw, y: CellLaw, op: str, chain: str, *, cells: int, tau: float,
-            weights: tuple[float, float] = (0.5, 0.5)) -> tuple[CellLaw, KernelStats]:
+            weights: tuple[float, float] = (0.5, 0.5),
+            shape: GridShape = GridShape()) -> tuple[CellLaw, KernelStats]:
     """Law of a·X + b·Y or X·Y mapped onto a fresh grid: contraction ("lower") or spread ("upper").
 
     The returned :class:`KernelStats` hold this step's own relative allowances (module
@@ -331,6 +347,8 @@ def combine(x: CellLaw, y: CellLaw, op: str, chain: str, *, cells: int, tau: flo
     is accumulated by its own sequential sums, and the blocks' per-cell sums are then added in
     order. Every pair is placed in the cell [e_k, e_{k+1}) that holds its computed value
     exactly: a log-based guess, then a check against both edges and a search for the rare misses.
+    Pairs above the top edge are over the cap (module docstring, overflow): dropped by the lower
+    chain, moved to the top edge by the upper chain with their first moment in ``excess_moment``.
     """
     if chain not in ("lower", "upper"):
         raise ValueError(f"chain must be 'lower' or 'upper', got chain={chain!r}")
@@ -338,7 +356,7 @@ def combine(x: CellLaw, y: CellLaw, op: str, chain: str, *, cells: int, tau: flo
         raise ValueError(f"op must be 'mean' or 'product', got op={op!r}")
     wa, wb = weights
     symmetric = y is x and (op == "product" or wa == wb)
-    edges, grid, lo, n_main = cell_grid(x, y, op, weights, cells=cells, tau=tau)
+    edges, grid, lo, n_main = cell_grid(x, y, op, weights, cells=cells, tau=tau, shape=shape)
     lower = chain == "lower"
     n_cells = edges.size - 1
     width = np.diff(edges)
@@ -347,16 +365,34 @@ def combine(x: CellLaw, y: CellLaw, op: str, chain: str, *, cells: int, tau: flo
     offset = np.zeros(n_cells)  # Σ m (z − a): the mean (lower) or the mass at b (upper)
     offset_b = np.zeros(n_cells)  # Σ m (b − z): the mass at a (upper only)
     counts = np.zeros(n_cells, dtype=np.int64)
+    top_edge = edges[-1]
+    excess = 0.0  # Σ m z over the cap and of the tiny masses (upper chain), computed atoms
+    n_excess = 0
     n_rows, n_cols = len(x), len(y)
     rows_per_block = max(1, _BLOCK_PAIRS // max(1, n_cols))
     chunks = 0
     for r0 in range(0, n_rows, rows_per_block):
         r1 = min(n_rows, r0 + rows_per_block)
         c0 = r0 if symmetric else 0
-        z = _pair_values(x.values[r0:r1, None], y.values[None, c0:], op, wa, wb).ravel()
-        m = _block_masses(x, y, r0, r1, c0, symmetric).ravel()
+        with np.errstate(over="ignore"):  # inf is over the cap
+            z = _pair_values(x.values[r0:r1, None], y.values[None, c0:], op, wa, wb).ravel()
+        m, tiny = _block_masses(x, y, r0, r1, c0, symmetric)
         if lower:
             m[z < NORMAL_GUARD] = 0.0  # may have underflowed: dropped (safe for the lower chain)
+        over = z > top_edge
+        special = np.flatnonzero(over | tiny)
+        if special.size:  # over the cap or of tiny mass (module docstring): the lower chain drops them
+            if lower:
+                m[special] = 0.0
+            else:  # spread over [top edge, ∞) resp. [0, ∞): the moment into the excess
+                rows, cols = r0 + special // (n_cols - c0), c0 + special % (n_cols - c0)
+                mult = np.where(rows == cols, 1.0, 2.0) if symmetric else np.ones(special.size)
+                excess += _excess_moment(x, y, op, weights, rows, cols, mult)
+                n_excess += special.size
+            z[over] = top_edge
+            if not lower:
+                m[tiny] = 2.0 * MIN_NORMAL  # >= mult·m_i·m_j (mult <= 2), at 0 (even if over the cap)
+                z[tiny] = 0.0
         with np.errstate(divide="ignore"):
             t = np.log(z)
         if grid is not None:
@@ -407,6 +443,8 @@ def combine(x: CellLaw, y: CellLaw, op: str, chain: str, *, cells: int, tau: flo
         max_count=int(counts.max()) if counts.size else 0,
         mass_rel_error=mass_rel,
         value_rel_error=value_rel,
+        # the chunks' bounds added in order, and this product: γ_{chunks+1}
+        excess_moment=float(excess * (1.0 + gamma_n(chunks + 1))) if n_excess else 0.0,
     )
     return out, stats
 

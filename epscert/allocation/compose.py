@@ -9,23 +9,27 @@ set bits of E are multiplied into the running product.
 
 Floating point: both allowances are relative and compose as for a product of two independent
 factors, 1 + r = (1 + r_x)(1 + r_y)(1 + kernel share), and the same for the value allowance Γ
-(a product of atoms scaled by 1 + Γ_x and 1 + Γ_y; :mod:`epscert.allocation.cells`).
+(a product of atoms scaled by 1 + Γ_x and 1 + Γ_y; :mod:`epscert.allocation.cells`). The
+excess moment over the top cap composes by :func:`epscert.allocation.epoch.propagate_excess`.
 """
 
 from __future__ import annotations
 
 from epscert.allocation.cells import combine, rel_product
-from epscert.allocation.epoch import ChainLaw
+from epscert.allocation.epoch import ChainLaw, propagate_excess
+from epscert.allocation.grid import GridShape
 
 
-def _product(x: ChainLaw, y: ChainLaw, chain: str, cells: int, tau: float) -> ChainLaw:
-    law, stats = combine(x.law, y.law, "product", chain, cells=cells, tau=tau)
+def _product(x: ChainLaw, y: ChainLaw, chain: str, cells: int, tau: float, shape: GridShape) -> ChainLaw:
+    law, stats = combine(x.law, y.law, "product", chain, cells=cells, tau=tau, shape=shape)
     return ChainLaw(law, rel_product(x.mass_rel_error, y.mass_rel_error, stats.mass_rel_error),
                     rel_product(x.value_rel_error, y.value_rel_error, stats.value_rel_error),
-                    max(x.max_count, y.max_count, stats.max_count))
+                    max(x.max_count, y.max_count, stats.max_count),
+                    propagate_excess(x, y, "product", (1.0, 1.0), stats))
 
 
-def product_of_epochs(epoch: ChainLaw, epochs: int, chain: str, *, cells: int, tau: float) -> ChainLaw:
+def product_of_epochs(epoch: ChainLaw, epochs: int, chain: str, *, cells: int, tau: float,
+                      shape: GridShape = GridShape()) -> ChainLaw:
     """Law of the product of ``epochs`` independent copies of the one-epoch law."""
     if epochs < 1:
         raise ValueError(f"epochs must be >= 1, got epochs={epochs}")
@@ -34,10 +38,10 @@ def product_of_epochs(epoch: ChainLaw, epochs: int, chain: str, *, cells: int, t
     remaining = epochs
     while True:
         if remaining & 1:
-            acc = block if acc is None else _product(acc, block, chain, cells, tau)
+            acc = block if acc is None else _product(acc, block, chain, cells, tau, shape)
         remaining >>= 1
         if not remaining:
             break
-        block = _product(block, block, chain, cells, tau)
+        block = _product(block, block, chain, cells, tau, shape)
     assert acc is not None
     return acc
