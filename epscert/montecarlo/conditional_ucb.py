@@ -76,6 +76,7 @@ from epscert.bounds.truncated_lcb import LEVELS, truncation_levels
 from epscert.montecarlo.lognormal_sums import (
     capped_sum_tails,
     sum_lower_tail,
+    tail_mean,
     trimmed_sum_excess,
     trimmed_sum_tail,
     u_of_w,
@@ -92,16 +93,11 @@ FAR_Y = 2.0
 G_TINY = 1e-300
 
 
-def tail_mean_w(x: np.ndarray, sigma: float) -> np.ndarray:
-    """A(x) = E[W 1{W > x}] = Φ̄(σ log x − 1/(2σ)) (x > 0)."""
-    return special.ndtr(-(sigma * np.log(x) - 0.5 / sigma))
-
-
 def remove_cap(g: np.ndarray, sigma: float) -> np.ndarray:
     """Ycap(g) = max(A(g/2), 2 A(g)) of (C), inflated by CAP_REL; inf for g <= 0."""
     g = np.asarray(g, dtype=np.float64)
     safe = np.where(g > 0.0, g, 1.0)
-    cap = np.maximum(tail_mean_w(safe / 2.0, sigma), 2.0 * tail_mean_w(safe, sigma)) * (1.0 + CAP_REL)
+    cap = np.maximum(tail_mean(safe / 2.0, sigma), 2.0 * tail_mean(safe, sigma)) * (1.0 + CAP_REL)
     return np.where(g > 0.0, cap, np.inf)
 
 
@@ -156,7 +152,7 @@ def remove_tails(sigma: float, steps: int, epsilon: float, value_range: float,
     g = tk * np.geomspace(1.0, G_FLOOR, GRID_POINTS)  # decreasing g, increasing s
     s = tk - g
     c0, capped = capped_sum_tails(sigma, n, s, rho) if n >= 2 else (None, None)
-    p_bar = trimmed_sum_tail(sigma, n, s, rho)
+    p_bar = trimmed_sum_tail(sigma, n, s, rho, capped)
     y_next = np.minimum(value_range, remove_cap(g[1:], sigma))  # Y bound on (s_i, s_{i+1}]
     excess = trimmed_sum_excess(sigma, n, tk, rho) if n >= 2 else 0.0
     far = min(value_range * p_bar[-1], FAR_Y * p_bar[-1] + excess)  # (s_m, ∞)
@@ -165,7 +161,7 @@ def remove_tails(sigma: float, steps: int, epsilon: float, value_range: float,
         below = _suffix(y_next[:, None] * capped[:-1]) + value_range * capped[-1][None, :]
         log_phi = special.log_ndtr(u_of_w(c0, sigma))
         max_above = -np.expm1(n * log_phi)  # Pr[M >= m]
-        a_m = FAR_Y * tail_mean_w(c0, sigma)
+        a_m = FAR_Y * tail_mean(c0, sigma)
         excess_m = special.ndtr(-u_of_w(c0, sigma)) * excess
     tails = np.empty(LEVELS)
     tails[0] = 0.0

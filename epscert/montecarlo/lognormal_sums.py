@@ -70,6 +70,11 @@ def w_of_z(z: np.ndarray, sigma: float) -> np.ndarray:
     return np.exp(z / sigma - 0.5 / sigma**2)
 
 
+def tail_mean(x, sigma: float):
+    """A(x) = E[W 1{W > x}] = Φ̄(u(x) − 1/σ) = Φ̄(σ log x − 1/(2σ)) (x > 0)."""
+    return special.ndtr(-(sigma * np.log(x) - 0.5 / sigma))
+
+
 def u_of_w(x, sigma: float):
     """u(x) = σ(log x + 1/(2σ²)): W > x <=> z > u(x)."""
     return sigma * (np.log(x) + 0.5 / sigma**2)
@@ -130,15 +135,17 @@ def pair_terms(sigma: float, n: int) -> np.ndarray:
     return np.exp(log_pairs) * (1.0 + PAIR_SLACK)
 
 
-def trimmed_sum_tail(sigma: float, n: int, s: np.ndarray, rho: float = 1.0) -> np.ndarray:
-    """Upper bounds on Pr[V > s] (per entry of ``s``) for V <= ρ S' over n factors, by (1).
+def trimmed_sum_tail(sigma: float, n: int, s: np.ndarray, rho: float = 1.0,
+                     capped: np.ndarray | None = None) -> np.ndarray:
+    """Upper bounds on Pr[V > s] (per entry of ``s``) for V <= ρ S' over n factors, by (1);
+    ``capped`` is :func:`capped_sum_tails`' matrix for the same arguments, when already at hand.
 
     n <= 1: S' = 0, so the bound is 0 for s >= 0 (1 below).
     """
     s = np.asarray(s, dtype=np.float64)
     if n <= 1:
         return np.where(s >= 0.0, 0.0, 1.0)
-    _, chern = capped_sum_tails(sigma, n, s, rho)
+    chern = capped_sum_tails(sigma, n, s, rho)[1] if capped is None else capped
     return np.minimum((pair_terms(sigma, n)[None, :] + chern).min(axis=1), 1.0)
 
 
@@ -154,7 +161,7 @@ def trimmed_sum_excess(sigma: float, n: int, t: float, rho: float = 1.0) -> floa
     main = rho * np.exp(np.minimum(expo.min(axis=1), 700.0))
     main = np.where(t_cap > 0.0, main, np.inf)
     p0 = np.exp(log_p0)
-    a_c0 = special.ndtr(-(C0_Z - 1.0 / sigma))
+    a_c0 = tail_mean(c0, sigma)
     rest = rho * n * (a_c0 * (n - 1) * p0 + 0.5 * (n - 1) * (n - 2) * p0 * p0) * (1.0 + PAIR_SLACK)
     return float(np.min(main + rest))
 

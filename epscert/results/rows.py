@@ -100,35 +100,45 @@ def mc_rows(config: CertifyConfig, method: Method, acc: acc_mod.Accumulator, wal
             )
             per_dir[direction].append(row)
         rows.extend(per_dir[direction])
-    if config.direction is Direction.BOTH:
-        for i, eps in enumerate(config.epsilons):
-            worst = max((per_dir[d][i] for d in parts), key=lambda r: (r["delta_upper"], r["delta"]))
-            row = dict(worst)
-            row.update(direction=Direction.BOTH.value, error_prob=config.error_prob,
-                       delta=max(per_dir[d][i]["delta"] for d in parts),
-                       delta_upper=max(per_dir[d][i]["delta_upper"] for d in parts))
-            rows.append(row)
+    rows.extend(both_rows(config, per_dir))
     return apply_truncation(config, rows)
+
+
+def both_rows(config: CertifyConfig, per_dir: dict[Direction, list[dict]]) -> list[dict]:
+    """The 'both' rows (δ = max over directions) when both directions ran, else none: δ, the UCB
+    and the LCB are the maxima over the directions (each direction's statement at its β share,
+    so the pair holds at β); no LCB unless every direction has one."""
+    if config.direction is not Direction.BOTH:
+        return []
+    parts = config.direction.parts()
+    out = []
+    for i in range(len(config.epsilons)):
+        per = [per_dir[d][i] for d in parts]
+        lowers = [r["delta_lower"] for r in per]
+        row = dict(max(per, key=lambda r: (r["delta_upper"], r["delta"])))
+        row.update(direction=Direction.BOTH.value, error_prob=config.error_prob,
+                   delta=max(r["delta"] for r in per), delta_upper=max(r["delta_upper"] for r in per),
+                   delta_lower=None if None in lowers else max(lowers))
+        out.append(row)
+    return out
 
 
 CONDITIONAL_BOUND_NAME = "levels_kl_eb+lognormal_tails+truncated_kl_lcb"
 
 
-def conditional_ucbs(config: CertifyConfig, sampler, direction: Direction, sums) -> list[float]:
-    """Per-ε UCBs of one direction (epscert.montecarlo.conditional_ucb), each valid at β = the
-    direction's share of error_prob."""
-    beta = config.error_prob / len(config.direction.parts())
-    scale = math.exp(sampler.log_scale(direction))
-    ranges = sampler.value_range(direction, config.epsilons).tolist()
+def conditional_ucbs(config: CertifyConfig, sampler, direction: Direction, sums, truncated: np.ndarray,
+                     ranges: list[float], beta: float) -> list[float]:
+    """Per-ε UCBs of one direction (epscert.montecarlo.conditional_ucb), each valid at ``beta``;
+    ``truncated`` holds the means of min(Y, τ_k), shape (|ε|, LEVELS)."""
     if direction is Direction.ADD:
+        scale = math.exp(sampler.log_scale(direction))
         return [add_ucb(sums.count, sums.mean(i), sums.mean_sq(i), scale, sampler.sigma, sampler.steps, eps,
                         sampler.b_add, beta, FLOAT_REL) for i, eps in enumerate(config.epsilons)]
     rho = order_stats_domination(sampler.ranks if sampler.order_stats else None, sampler.steps - 1)
     out = []
     for i, eps in enumerate(config.epsilons):
         taus, tails = remove_tails(sampler.sigma, sampler.steps, eps, ranges[i], rho)
-        trunc = np.array([sums.mean_extra(i * LEVELS + k) for k in range(LEVELS)])
-        out.append(remove_ucb(sums.count, trunc, sums.mean_sq(i), taus, tails, beta, FLOAT_REL)[0])
+        out.append(remove_ucb(sums.count, truncated[i], sums.mean_sq(i), taus, tails, beta, FLOAT_REL)[0])
     return out
 
 
@@ -146,22 +156,25 @@ def conditional_rows(config: CertifyConfig, method: Method, acc: acc_mod.Accumul
     sampler = conditional_sampler(config, method)
     parts = config.direction.parts()
     beta = config.error_prob / len(parts)
+    backend, device = split_tags(acc.tags)
+    n_eps = len(config.epsilons)
     rows: list[dict] = []
     per_dir: dict[Direction, list[dict]] = {}
     for direction in parts:
         sums = acc[direction]
         scale = math.exp(sampler.log_scale(direction))
         ranges = sampler.value_range(direction, config.epsilons).tolist()
-        ucbs = conditional_ucbs(config, sampler, direction, sums) if sums.count else [1.0] * len(ranges)
-        for i in range(len(ucbs) - 2, -1, -1):
+        truncated = np.array([[sums.mean_extra(i * LEVELS + k) for k in range(LEVELS)] for i in range(n_eps)])
+        ucbs = (conditional_ucbs(config, sampler, direction, sums, truncated, ranges, beta) if sums.count
+                else [1.0] * n_eps)
+        for i in range(n_eps - 2, -1, -1):
             ucbs[i] = max(ucbs[i], ucbs[i + 1])
         per_dir[direction] = []
         for i, eps in enumerate(config.epsilons):
             mean = sums.mean(i)
             lower = None
             if not method.uses_order_stats and sums.count:
-                trunc = [sums.mean_extra(i * LEVELS + k) for k in range(LEVELS)]
-                lower = scale * truncated_lcb(trunc, ranges[i], sums.count, beta, FLOAT_REL)
+                lower = scale * truncated_lcb(truncated[i], ranges[i], sums.count, beta, FLOAT_REL)
             row = base_row(config, method, direction, eps, wall_seconds)
             row.update(
                 delta=scale * mean, delta_upper=min(1.0, ucbs[i]), delta_lower=lower,
@@ -169,18 +182,11 @@ def conditional_rows(config: CertifyConfig, method: Method, acc: acc_mod.Accumul
                 samples=sums.count, error_prob=beta, seed=str(config.seed),
                 orders=config.orders if method.uses_order_stats else None,
                 scale=scale, bound=CONDITIONAL_BOUND_NAME, guarantee=sampler.guarantee,
+                backend=backend, device=device,
             )
             per_dir[direction].append(row)
         rows.extend(per_dir[direction])
-    if config.direction is Direction.BOTH:
-        for i, eps in enumerate(config.epsilons):
-            row = dict(max((per_dir[d][i] for d in parts), key=lambda r: (r["delta_upper"], r["delta"])))
-            lowers = [per_dir[d][i]["delta_lower"] for d in parts]
-            row.update(direction=Direction.BOTH.value, error_prob=config.error_prob,
-                       delta=max(per_dir[d][i]["delta"] for d in parts),
-                       delta_upper=max(per_dir[d][i]["delta_upper"] for d in parts),
-                       delta_lower=None if None in lowers else max(lowers))
-            rows.append(row)
+    rows.extend(both_rows(config, per_dir))
     return apply_truncation(config, rows)
 
 
