@@ -18,23 +18,26 @@ import importlib.util
 
 from epscert.montecarlo.conditional import ConditionalSampler
 from epscert.params import BACKENDS, Method
-from epscert.montecarlo.samplers.balls_and_bins import BallsAndBinsSampler
-from epscert.montecarlo.samplers.poisson_pair import PoissonPairSampler
-from epscert.montecarlo.samplers.shuffle_pair import ShufflePairSampler
 
 NUMPY_TAG = "numpy:cpu"
 
 
 def jax_has_kernel(sampler: object, method: Method) -> bool:
-    """Whether the JAX backend implements (sampler, method): Balls-and-Bins/deterministic naive and
-    importance, Balls-and-Bins order_stats and importance_order_stats, conditional and
-    conditional_order_stats, shuffle and Poisson naive."""
-    if isinstance(sampler, ConditionalSampler):
-        return method.is_conditional
-    if isinstance(sampler, BallsAndBinsSampler):
-        return method in (Method.NAIVE, Method.IMPORTANCE) or (
-            method in (Method.ORDER_STATS, Method.IMPORTANCE_ORDER_STATS) and sampler.steps > 1)
-    return isinstance(sampler, (ShufflePairSampler, PoissonPairSampler)) and method is Method.NAIVE
+    """Whether the JAX backend runs (sampler, method): the kernels' own ``check_supported``, the one
+    table of what they cover, including the range checks of the conditioning bounds (so ``auto``
+    falls back to numpy wherever ``jax`` would refuse). Those modules import JAX only when drawing."""
+    from epscert.montecarlo.backends import jax_backend, jax_conditional
+
+    try:
+        if isinstance(sampler, ConditionalSampler):
+            if not method.is_conditional:
+                return False
+            jax_conditional.check_supported(sampler)
+        else:
+            jax_backend.check_supported(sampler, method)
+    except ValueError:
+        return False
+    return True
 
 
 def resolve(backend: str, sampler: object, method: Method) -> str:
