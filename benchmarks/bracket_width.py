@@ -7,12 +7,12 @@ For every (σ, T, E): one bracket at the given settings (default: the package de
 for each target δ, ε = eps_upper(δ) (so the upper bound is ≈ δ there) and the relative width
 upper/lower − 1 of the δ bracket at that ε. The breakdown (all relative to the upper bound):
 
-* ``fp value`` — (value_error upper + value_error lower)/δ, the additive floating-point allowances
-  (older versions only; now 0) — the relative value allowance Γ is shown as ``value rel``;
+* ``value rel`` — the relative value allowance Γ, upper + lower (it moves e^ε; its share of the
+  width is at most about this times ε·|d log δ/dε|, negligible at Γ <= 1e-7);
 * ``mass rel`` — mass_rel_error upper + lower (relative allowances);
 * ``cap`` — the cap term of the larger direction plus the excess moment over the top cap of the
   product grid, over δ (upper side only);
-* ``grid`` — the rest: width − fp value − mass rel − cap (discretisation, contraction vs spread).
+* ``grid`` — the rest: width − mass rel − value rel − cap (discretisation, contraction vs spread).
 
 CPU seconds are ``time.process_time`` of building both chains (one process). Nothing here
 asserts a timing.
@@ -50,14 +50,12 @@ def measure(sigma: float, steps: int, epochs: int, deltas: list[float], cells: i
         eps = bracket.epsilon(delta)[0]
         up, lo = (float(v[0]) for v in bracket.delta([eps]))
         width = up / lo - 1.0 if lo > 0 else float("inf")
-        fp_value = (diag.get("upper_value_error", 0.0) + diag.get("lower_value_error", 0.0)) / up
         mass_rel = diag["upper_mass_rel_error"] + diag["lower_mass_rel_error"]
         cap = (max(diag["cap_remove"], diag["cap_add"]) + diag.get("upper_excess_moment", 0.0)) / up
+        value_rel = diag["upper_value_rel_error"] + diag["lower_value_rel_error"]
         rows.append({"sigma": sigma, "T": steps, "E": epochs, "delta": delta, "eps": eps, "upper": up,
-                     "width": width, "fp_value": fp_value, "mass_rel": mass_rel, "cap": cap,
-                     "grid": width - fp_value - mass_rel - cap, "value_error": diag.get("upper_value_error", 0.0),
-                     "value_rel": diag.get("upper_value_rel_error", 0.0) + diag.get("lower_value_rel_error", 0.0),
-                     "cpu_s": cpu})
+                     "width": width, "mass_rel": mass_rel, "value_rel": value_rel, "cap": cap,
+                     "grid": width - mass_rel - value_rel - cap, "cpu_s": cpu})
     return rows
 
 
@@ -72,8 +70,8 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
     print(f"# machine: {platform.machine()} {os.cpu_count()} cpus, python {platform.python_version()}; "
           f"cells={args.cells or 'default'}, base_cells={args.base_cells or 'default'}")
-    print("| σ | T | E | δ | ε upper | width | fp value | mass rel | value rel | cap | grid | value_error | CPU s |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("| σ | T | E | δ | ε upper | width | mass rel | value rel | cap | grid | CPU s |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for sigma in _floats(args.sigma):
         for steps in _ints(args.steps):
             for epochs in _ints(args.epochs):
@@ -84,8 +82,8 @@ def main(argv=None) -> None:
                     continue
                 for r in rows:
                     print(f"| {r['sigma']:g} | {r['T']} | {r['E']} | {r['delta']:.0e} | {r['eps']:.4f} | "
-                          f"{r['width']:.2%} | {r['fp_value']:.2%} | {r['mass_rel']:.1e} | {r['value_rel']:.1e} | {r['cap']:.1e} | "
-                          f"{r['grid']:.2%} | {r['value_error']:.1e} | {r['cpu_s']:.1f} |", flush=True)
+                          f"{r['width']:.2%} | {r['mass_rel']:.1e} | {r['value_rel']:.1e} | {r['cap']:.1e} | "
+                          f"{r['grid']:.2%} | {r['cpu_s']:.1f} |", flush=True)
 
 
 if __name__ == "__main__":

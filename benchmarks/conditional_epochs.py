@@ -53,7 +53,8 @@ def tilted_values(sigma: float, steps: int, epochs: int, eps: float, n: int, rng
     out = np.empty(n)
     for start in range(0, n, BLOCK):
         part = slice(start, start + BLOCK)
-        out[part] = np.diagonal(remove_values(log_r[part], log_m[part], sigma, steps, eps - loss[part]))
+        # one ε per sample: a (1, n) grid broadcasts element-wise against the samples
+        out[part] = remove_values(log_r[part], log_m[part], sigma, steps, (eps - loss[part])[None, :])[0, 0]
     return out
 
 

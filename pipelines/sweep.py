@@ -19,7 +19,6 @@ waves. On remote runners the default is one job for the whole sweep.
 from __future__ import annotations
 
 import datetime
-import math
 import os
 import sys
 from dataclasses import dataclass
@@ -28,7 +27,7 @@ from typing import Sequence, TextIO
 import apache_beam as beam
 from apache_beam.runners.runner import PipelineResult, PipelineState
 
-from epscert.params import CertifyConfig
+from epscert.params import CertifyConfig, check_float
 from epscert.montecarlo.shard import estimated_seconds
 from pipelines import spec as spec_mod
 from pipelines.options import (
@@ -129,11 +128,9 @@ def prepare(argv: Sequence[str] | None = None, prog: str = PROG) -> SweepJob:
         if not wave >= 0:
             raise UsageError(f"wave_seconds must be a number >= 0 or 'auto', got wave_seconds={args.wave_seconds!r}")
     try:
-        max_hours = float(args.max_cpu_hours) if str(args.max_cpu_hours).isascii() else math.nan
-    except ValueError:
-        max_hours = math.nan
-    if not max_hours > 0 or math.isinf(max_hours):
-        raise UsageError(f"max_cpu_hours must be a finite number > 0, got max_cpu_hours={args.max_cpu_hours!r}")
+        max_hours = check_float("max_cpu_hours", args.max_cpu_hours, low=0.0, low_open=True)
+    except ValueError as err:
+        raise UsageError(str(err)) from None
     configs = spec_mod.load(spec_path)
     output = expand_output(args.output)
     check_output_reachable("output", output, choice)

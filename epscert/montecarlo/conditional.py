@@ -56,6 +56,7 @@ import math
 import numpy as np
 from scipy import special
 
+from epscert.analytic.deterministic import gaussian_bracket
 from epscert.montecarlo.gauss import logsumexp_rows, normal_below
 from epscert.montecarlo.orderstats import (
     gaussian_order_stats_by_rank,
@@ -113,14 +114,6 @@ def add_values(log_r: np.ndarray, sigma: float, steps: int, epsilons: np.ndarray
     return np.where(pos, np.minimum(y, 1.0), 0.0)
 
 
-def single_gaussian_delta(sigma: float, epsilons: np.ndarray) -> np.ndarray:
-    """δ_1(ε) = E[(W - K)_+] = Φ̄(σε - 1/(2σ)) - e^ε Φ̄(σε + 1/(2σ)) (SPEC §7), in log space."""
-    eps = np.asarray(epsilons, dtype=np.float64)
-    a = special.log_ndtr(-(sigma * eps - 0.5 / sigma))
-    b = eps + special.log_ndtr(-(sigma * eps + 0.5 / sigma))
-    return np.exp(a) * -np.expm1(np.minimum(b - a, 0.0))
-
-
 class ConditionalSampler:
     """Draws conditional values Y (per ε) for one direction; δ = s · E[Y], Y in [0, B(ε)]."""
 
@@ -149,11 +142,13 @@ class ConditionalSampler:
         return 0.0 if direction is Direction.REMOVE else self.steps * self.log_phi_b
 
     def value_range(self, direction: Direction, epsilons) -> np.ndarray:
-        """B(ε) with 0 <= Y <= B (module docstring): T δ_1(ε) for REMOVE, 1 for ADD."""
+        """B(ε) with 0 <= Y <= B (module docstring): T δ_1(ε) for REMOVE, 1 for ADD. δ_1 is the upper
+        side of the Gaussian bracket (:func:`epscert.analytic.deterministic.gaussian_bracket`), so B
+        is never below the exact range: the clamp of the values and the tails that use B stay safe."""
         eps = np.asarray(epsilons, dtype=np.float64)
         if direction is Direction.ADD:
             return np.ones_like(eps)
-        return np.minimum(self.steps * single_gaussian_delta(self.sigma, eps), float(self.steps))
+        return np.minimum(self.steps * gaussian_bracket(self.sigma, eps)[1], float(self.steps))
 
     def draw(self, rng: np.random.Generator, n: int, direction: Direction, epsilons) -> np.ndarray:
         """(|ε|, n) i.i.d. conditional values (pessimistic ones for the order-statistics variant)."""

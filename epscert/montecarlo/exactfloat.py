@@ -16,7 +16,6 @@ row, so the float64 weights add exactly.
 
 from __future__ import annotations
 
-from fractions import Fraction
 
 import numpy as np
 
@@ -53,10 +52,3 @@ def float_sum_rows(values: np.ndarray) -> list[int]:
         total = (int(hi[k]) << _LO_BITS) + int(lo[k])
         out[row] += total << (e - 53 + UNIT_LOG2)
     return out
-
-
-def float_mean(units: int, count: int) -> float:
-    """Correctly rounded ``units * 2**-UNIT_LOG2 / count``."""
-    if count <= 0:
-        raise ValueError(f"count must be > 0, got count={count}")
-    return float(Fraction(units, count << UNIT_LOG2))

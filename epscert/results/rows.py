@@ -165,10 +165,8 @@ def conditional_rows(config: CertifyConfig, method: Method, acc: acc_mod.Accumul
         scale = math.exp(sampler.log_scale(direction))
         ranges = sampler.value_range(direction, config.epsilons).tolist()
         truncated = np.array([[sums.mean_extra(i * LEVELS + k) for k in range(LEVELS)] for i in range(n_eps)])
-        ucbs = (conditional_ucbs(config, sampler, direction, sums, truncated, ranges, beta) if sums.count
-                else [1.0] * n_eps)
-        for i in range(n_eps - 2, -1, -1):
-            ucbs[i] = max(ucbs[i], ucbs[i + 1])
+        ucbs = raised_from_the_right(conditional_ucbs(config, sampler, direction, sums, truncated, ranges, beta)
+                                     if sums.count else [1.0] * n_eps)
         per_dir[direction] = []
         for i, eps in enumerate(config.epsilons):
             mean = sums.mean(i)
@@ -198,10 +196,16 @@ def monotone_ucbs(means: list[float], count: int, beta: float, scale: float) -> 
     numerical solution; it can only raise a bound, so each stays valid at β, and the
     curve is monotone, which the ε(δ) inversion relies on (no union bound over the grid).
     """
-    ucbs = [kl_ucb(scale * m, count, beta, scale=scale) for m in means]
-    for i in range(len(ucbs) - 2, -1, -1):
-        ucbs[i] = max(ucbs[i], ucbs[i + 1])
-    return ucbs
+    return raised_from_the_right([kl_ucb(scale * m, count, beta, scale=scale) for m in means])
+
+
+def raised_from_the_right(ucbs: list[float]) -> list[float]:
+    """Running max from the right over an ascending ε grid (see :func:`monotone_ucbs`): it only
+    raises each UCB, so each keeps its own β, with no union bound over the grid."""
+    out = list(ucbs)
+    for i in range(len(out) - 2, -1, -1):
+        out[i] = max(out[i], out[i + 1])
+    return out
 
 
 #: dp_accounting overflows e^ε beyond this; δ is non-increasing, so upper bounds at larger ε
@@ -240,12 +244,6 @@ def analytic_bounds(config: CertifyConfig, method: Method, direction: Direction,
         delta = upper if lower is None else lower
     return {"lower": lower, "upper": upper, "delta": delta, "guarantee": guarantee, "bound": bound,
             "resolution": res}
-
-
-def analytic_values(config: CertifyConfig, method: Method, direction: Direction) -> tuple[np.ndarray, str, str]:
-    """(values per ε in [0, 1], guarantee, bound name) of an analytic method for one direction."""
-    out = analytic_bounds(config, method, direction)
-    return out["delta"], out["guarantee"], out["bound"]
 
 
 def _analytic_bounds(config: CertifyConfig, method: Method, direction: Direction, eps: np.ndarray):

@@ -12,7 +12,7 @@ from epscert.analytic.deterministic import deterministic_delta
 from epscert.bounds.kl import bernoulli_kl, kl_lcb
 from epscert.bounds.truncated_lcb import LEVELS, truncated_lcb, truncation_levels
 from epscert.montecarlo import accumulator as acc_mod
-from epscert.montecarlo.conditional import ConditionalSampler, single_gaussian_delta
+from epscert.montecarlo.conditional import ConditionalSampler
 from epscert.montecarlo.exactfloat import UNIT_LOG2, float_sum_rows
 from epscert.montecarlo.shard import ShardTask, plan_shards, run_shard
 from epscert.params import CertifyConfig, Direction, Method
@@ -28,11 +28,6 @@ def test_one_step_is_the_gaussian_closed_form(direction):
     y = s.draw(np.random.default_rng(0), 3, direction, EPS) * math.exp(s.log_scale(direction))
     want = deterministic_delta(0.8, 1, EPS)  # SPEC §7, shares no code with the estimator
     np.testing.assert_allclose(y, np.repeat(want[:, None], 3, axis=1), rtol=1e-12)
-
-
-def test_single_gaussian_delta_is_the_closed_form():
-    eps = np.array([0.0, 1.0, 5.0])
-    np.testing.assert_allclose(single_gaussian_delta(0.6, eps), deterministic_delta(0.6, 1, eps), rtol=1e-12)
 
 
 @pytest.mark.parametrize("steps", [2, 3])
