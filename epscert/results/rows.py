@@ -71,6 +71,18 @@ def apply_truncation(config: CertifyConfig, rows: list[dict]) -> list[dict]:
     return rows
 
 
+def sampled_fields(config: CertifyConfig, method: Method, sums, i: int, scale: float, beta: float,
+                   tags: tuple[str, ...]) -> dict:
+    """The columns every Monte Carlo row shares at grid point i: the estimate s·p̂, its standard
+    error, the sample count, β, seed, orders, scale and the backend/device that drew it."""
+    backend, device = split_tags(tags)
+    mean = sums.mean(i)
+    return dict(delta=scale * mean, std_error=standard_error(mean, sums.mean_sq(i), sums.count, scale),
+                samples=sums.count, error_prob=beta, seed=str(config.seed),
+                orders=config.orders if method.uses_order_stats else None, scale=scale,
+                backend=backend, device=device)
+
+
 def mc_rows(config: CertifyConfig, method: Method, acc: acc_mod.Accumulator, wall_seconds: float) -> list[dict]:
     """Rows for a merged Monte Carlo accumulator: one per direction and ε, plus 'both'."""
     if method.is_conditional:
@@ -78,7 +90,6 @@ def mc_rows(config: CertifyConfig, method: Method, acc: acc_mod.Accumulator, wal
     sampler = loss_sampler(config, method)
     parts = config.direction.parts()
     beta = config.error_prob / len(parts)
-    backend, device = split_tags(acc.tags)
     rows: list[dict] = []
     per_dir: dict[Direction, list[dict]] = {}
     for direction in parts:
@@ -87,17 +98,9 @@ def mc_rows(config: CertifyConfig, method: Method, acc: acc_mod.Accumulator, wal
         per_dir[direction] = []
         ucbs = monotone_ucbs([sums.mean(i) for i in range(len(config.epsilons))], sums.count, beta, scale)
         for i, eps in enumerate(config.epsilons):
-            mean = sums.mean(i)
             row = base_row(config, method, direction, eps, wall_seconds)
-            row.update(
-                delta=scale * mean,
-                delta_upper=ucbs[i],
-                std_error=standard_error(mean, sums.mean_sq(i), sums.count, scale),
-                samples=sums.count, error_prob=beta, seed=str(config.seed),
-                orders=config.orders if method.uses_order_stats else None,
-                scale=scale, bound=MC_BOUND_NAME, guarantee=sampler.guarantee,
-                backend=backend, device=device,
-            )
+            row.update(sampled_fields(config, method, sums, i, scale, beta, acc.tags), delta_upper=ucbs[i],
+                       bound=MC_BOUND_NAME, guarantee=sampler.guarantee)
             per_dir[direction].append(row)
         rows.extend(per_dir[direction])
     rows.extend(both_rows(config, per_dir))
@@ -156,7 +159,6 @@ def conditional_rows(config: CertifyConfig, method: Method, acc: acc_mod.Accumul
     sampler = conditional_sampler(config, method)
     parts = config.direction.parts()
     beta = config.error_prob / len(parts)
-    backend, device = split_tags(acc.tags)
     n_eps = len(config.epsilons)
     rows: list[dict] = []
     per_dir: dict[Direction, list[dict]] = {}
@@ -169,19 +171,13 @@ def conditional_rows(config: CertifyConfig, method: Method, acc: acc_mod.Accumul
                                      if sums.count else [1.0] * n_eps)
         per_dir[direction] = []
         for i, eps in enumerate(config.epsilons):
-            mean = sums.mean(i)
             lower = None
             if not method.uses_order_stats and sums.count:
                 lower = scale * truncated_lcb(truncated[i], ranges[i], sums.count, beta, FLOAT_REL)
             row = base_row(config, method, direction, eps, wall_seconds)
-            row.update(
-                delta=scale * mean, delta_upper=min(1.0, ucbs[i]), delta_lower=lower,
-                std_error=standard_error(mean, sums.mean_sq(i), sums.count, scale),
-                samples=sums.count, error_prob=beta, seed=str(config.seed),
-                orders=config.orders if method.uses_order_stats else None,
-                scale=scale, bound=CONDITIONAL_BOUND_NAME, guarantee=sampler.guarantee,
-                backend=backend, device=device,
-            )
+            row.update(sampled_fields(config, method, sums, i, scale, beta, acc.tags),
+                       delta_upper=min(1.0, ucbs[i]), delta_lower=lower,
+                       bound=CONDITIONAL_BOUND_NAME, guarantee=sampler.guarantee)
             per_dir[direction].append(row)
         rows.extend(per_dir[direction])
     rows.extend(both_rows(config, per_dir))
