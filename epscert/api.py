@@ -40,6 +40,7 @@ def certify(
     target_rel_width: float | None = None,
     max_samples: int | None = None,
     backend: str = "numpy",
+    strategy=None,
 ) -> pa.Table:
     """δ(ε) of a DP-SGD batch sampler, with certified Monte Carlo bounds and analytic baselines.
 
@@ -52,6 +53,12 @@ def certify(
     default device, float64; Balls-and-Bins/deterministic naive and importance), or
     ``auto`` (JAX when it sees a GPU and has the kernel, else numpy).
     Returns one row per (method, direction, ε) in :data:`epscert.schema.RESULTS_SCHEMA`.
+    ``strategy`` (:func:`epscert.strategies.toeplitz_strategy` or :func:`~epscert.strategies.dense_strategy`)
+    certifies the matrix mechanism (DP-FTRL / BandMF) instead of DP-SGD: ``sampler`` must be
+    ``balls_and_bins_persistent`` and ``steps`` is the cycle length b (``epochs`` is then the number of
+    cycles, ceil(n/b)); methods ``naive``, ``importance``, ``conditional`` (``auto``) and the
+    deterministic ``independent_lower_bound`` / ``comonotone_upper_bound``
+    (:mod:`epscert.montecarlo.samplers.matrix_pair`).
     ``target_rel_width`` (with ``max_samples``, default 64 x ``samples``): Monte Carlo methods run
     waves of doubling samples until UCB / LCB <= 1 + w (:mod:`epscert.results.waves`, β spent as
     β·2^{-(k+1)} in wave k).
@@ -61,7 +68,7 @@ def certify(
         sampler=sampler, sigma=sigma, steps=steps, epochs=epochs, epsilons=epsilons,
         methods=method, samples=samples, error_prob=error_prob, seed=seed,
         direction=direction, orders=orders, shards=shards, dataset_size=dataset_size,
-        max_batch_size=max_batch_size, backend=backend, **kwargs,
+        max_batch_size=max_batch_size, backend=backend, strategy=strategy, **kwargs,
     )
     check_pld_memory(config)  # a PLD grid past the memory cap is refused before any work
     if target_rel_width is None:

@@ -96,6 +96,8 @@ class Method(str, enum.Enum):
     CUBE_LOWER_BOUND = "cube_lower_bound"
     CONDITIONAL = "conditional"
     CONDITIONAL_ORDER_STATS = "conditional_order_stats"
+    INDEPENDENT_LOWER_BOUND = "independent_lower_bound"
+    COMONOTONE_UPPER_BOUND = "comonotone_upper_bound"
 
     @property
     def is_monte_carlo(self) -> bool:
@@ -162,6 +164,19 @@ SUPPORTED_METHODS: dict[Sampler, frozenset[Method]] = {
 #: fresh sampler only (ask for balls_and_bins at σ/√E, epochs=1, to run it on the reduction).
 SUPPORTED_METHODS[Sampler.BALLS_AND_BINS_PERSISTENT] = SUPPORTED_METHODS[Sampler.BALLS_AND_BINS] - {
     Method.CONDITIONAL, Method.CONDITIONAL_ORDER_STATS}
+
+#: Methods of the matrix mechanism (a ``strategy`` with ``balls_and_bins_persistent``,
+#: :mod:`epscert.montecarlo.samplers.matrix_pair`): Monte Carlo ``naive``, ``importance`` and
+#: ``conditional`` (``auto``), the deterministic bounds of :mod:`epscert.analytic.matrix`, ``exact``
+#: for one bin (b = 1) and the Balls-and-Bins bracket (``pld_upper``/``pld_lower``) for C = c·I
+#: when b divides n. Order statistics need exchangeable coordinates, which correlated modes are not.
+MATRIX_METHODS = frozenset({Method.NAIVE, Method.IMPORTANCE, Method.CONDITIONAL, Method.AUTO, Method.EXACT,
+                            Method.PLD_UPPER, Method.PLD_LOWER, Method.INDEPENDENT_LOWER_BOUND,
+                            Method.COMONOTONE_UPPER_BOUND})
+#: The JAX backend's matrix-mechanism kernels (:mod:`epscert.montecarlo.backends.jax_matrix`).
+JAX_MATRIX_KERNELS = ("naive", "importance", "conditional")
+#: Largest cycle length b of a matrix mechanism (the b x b Gram matrix: 2 GiB at 16384).
+MAX_CYCLE_LENGTH = 16384
 
 #: The deterministic Balls-and-Bins bracket (``pld_upper``/``pld_lower``, epscert.allocation)
 #: accepts σ >= BRACKET_MIN_SIGMA (below it the lognormal factor is too heavy-tailed for the
@@ -332,6 +347,7 @@ class CertifyConfig:
     dataset_size: int | None = None
     max_batch_size: int | None = None
     backend: str = "numpy"
+    strategy: object = None
     resolved: tuple[Method, ...] = field(init=False, default=())
     ranks: tuple[int, ...] | None = field(init=False, default=None)
 
@@ -362,7 +378,12 @@ class CertifyConfig:
             raise ValueError(f"method must be a method name or a non-empty list, got method={show(self.methods)}")
         methods = tuple(dict.fromkeys(_enum(Method, "method", m) for m in methods))
         set_("methods", methods)
+        if self.strategy is not None:
+            self._check_strategy()
+            return
         for m in methods:
+            if m in (Method.INDEPENDENT_LOWER_BOUND, Method.COMONOTONE_UPPER_BOUND):
+                raise ValueError(f"method={m.value!r} applies to the matrix mechanism only (give a strategy)")
             if m not in SUPPORTED_METHODS[self.sampler]:
                 allowed = ", ".join(sorted(x.value for x in SUPPORTED_METHODS[self.sampler]))
                 raise ValueError(
@@ -485,10 +506,68 @@ class CertifyConfig:
         object.__setattr__(self, "dataset_size", check_int("dataset_size", self.dataset_size, 1))
         object.__setattr__(self, "max_batch_size", check_int("max_batch_size", self.max_batch_size, 1))
 
+    def _check_strategy(self) -> None:
+        """A matrix mechanism (strategy C, Balls-and-Bins of cycle length b = steps over n iterations):
+        the sampler, cycle length, epochs, methods and backend, refused before any work."""
+        from epscert.strategies import Strategy
+
+        set_ = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731 (frozen dataclass)
+        if not isinstance(self.strategy, Strategy):
+            raise ValueError(f"strategy must be an epscert.strategies.Strategy (toeplitz_strategy or dense_strategy), "
+                             f"got strategy={show(self.strategy)}")
+        if self.sampler is not Sampler.BALLS_AND_BINS_PERSISTENT:
+            raise ValueError(f"a strategy (matrix mechanism) needs sampler='balls_and_bins_persistent' (one bin per "
+                             f"example for every cycle), got sampler={self.sampler.value!r}")
+        n, b = self.strategy.iterations, self.steps
+        if b > n:
+            raise ValueError(f"steps (the cycle length b) must be <= iterations={n}, got steps={b}")
+        if b > MAX_CYCLE_LENGTH:
+            raise ValueError(f"steps (the cycle length b) must be <= {MAX_CYCLE_LENGTH} for a matrix mechanism, got "
+                             f"steps={b}")
+        cycles = -(-n // b)
+        if self.epochs not in (1, cycles):
+            raise ValueError(f"epochs of a matrix mechanism is the number of cycles ceil(iterations/steps) = {cycles}, "
+                             f"got epochs={self.epochs}")
+        set_("epochs", cycles)
+        if self.dataset_size is not None or self.max_batch_size is not None:
+            raise ValueError("truncated batches (dataset_size, max_batch_size) are not supported for a matrix "
+                             "mechanism")
+        if self.orders is not None:
+            raise ValueError(f"orders do not apply to a matrix mechanism (correlated modes have no order-statistic "
+                             f"bound), got orders={show(self.orders)}")
+        for m in self.methods:
+            if m not in MATRIX_METHODS:
+                allowed = ", ".join(sorted(x.value for x in MATRIX_METHODS))
+                raise ValueError(f"method={m.value!r} does not apply to a matrix mechanism; allowed: {allowed}")
+            if m is Method.EXACT and b != 1:
+                raise ValueError(f"method='exact' needs one bin (steps=1: the Gaussian mechanism), got steps={b}")
+            if m in (Method.PLD_UPPER, Method.PLD_LOWER) and not (self.strategy.is_identity() and n % b == 0):
+                raise ValueError(f"method={m.value!r} (the Balls-and-Bins bracket) needs C = c*I and steps dividing "
+                                 f"iterations, got {self.strategy.describe()} with iterations={n}, steps={b}; use "
+                                 "independent_lower_bound / comonotone_upper_bound or a Monte Carlo method")
+        set_("resolved", tuple(dict.fromkeys(Method.CONDITIONAL if m is Method.AUTO else m for m in self.methods)))
+        if self.shards > self.samples and any(m.is_monte_carlo for m in self.resolved):
+            raise ValueError(f"shards must be <= samples, got shards={self.shards}, samples={self.samples}")
+        if self.backend == "jax":
+            for m in self.resolved:
+                if m.is_monte_carlo and m.value not in JAX_MATRIX_KERNELS:
+                    raise ValueError(f"backend='jax' has no matrix-mechanism kernel for method={m.value!r}")
+        if len(self.epsilons) > MAX_EPSILONS:
+            raise ValueError(f"epsilons has {len(self.epsilons)} values, limit {MAX_EPSILONS}")
+        total = self.samples * b * len(self.direction.parts())
+        if any(m.is_monte_carlo for m in self.resolved) and total > MAX_TOTAL_COORDINATES:
+            raise ValueError(f"samples={self.samples} x {b} modes is {total:.2e} sampled coordinates (limit "
+                             f"{MAX_TOTAL_COORDINATES:.0e}); lower samples")
+
+    @property
+    def is_matrix(self) -> bool:
+        """Whether this is a matrix mechanism (a strategy C) rather than DP-SGD."""
+        return self.strategy is not None
+
     def reduced(self) -> "CertifyConfig":
         """The configuration that is certified: a persistent sampler's E epochs at σ are exactly its
         base sampler's one epoch at σ/√E (SPEC §1); any other configuration is itself."""
-        if not self.sampler.is_persistent:
+        if not self.sampler.is_persistent or self.strategy is not None:  # a matrix mechanism is its own pair
             return self
         base, sigma, epochs = persistent_reduction(self.sampler, self.sigma, self.epochs)
         return dataclasses.replace(self, sampler=base, sigma=sigma, epochs=epochs)
@@ -544,6 +623,7 @@ class CertifyConfig:
             "dataset_size": self.dataset_size, "max_batch_size": self.max_batch_size,
             # the backend shapes the stream; left out when 'numpy' so existing ids stay stable
             **({"backend": self.backend} if self.backend != "numpy" else {}),
+            **({"strategy": self.strategy.to_dict()} if self.strategy is not None else {}),
         }
 
     @property
@@ -560,6 +640,10 @@ class CertifyConfig:
         uniforms (common random numbers, SPEC §8), which makes σ searches and sweeps smooth.
         Each configuration's own result is unaffected: its samples are still i.i.d.
         """
+        if self.strategy is not None:  # the matrix mechanism: its modes' Gram matrix shapes the draws
+            payload = {"mechanism": "matrix", "strategy": self.strategy.to_dict(), "steps": self.steps,
+                       "method": method.value, "epsilon0": min(self.epsilons)}
+            return int.from_bytes(_stable_hash(payload)[:8], "big")
         if self.sampler.is_persistent:  # the same draws as the one-epoch base it reduces to
             return self.reduced().sampling_key(method)
         payload = {

@@ -22,7 +22,8 @@ from epscert.montecarlo.samplers.base import BLOCK_ELEMENTS
 from epscert.params import CertifyConfig, Direction, Method
 from epscert.rng import shard_generator, shard_key_words
 from epscert.montecarlo import backends
-from epscert.montecarlo.samplers import loss_sampler
+from epscert.montecarlo.matrix_values import MatrixValueSampler
+from epscert.montecarlo.samplers import loss_sampler, matrix_pair
 
 _DIRECTION_INDEX = {Direction.REMOVE: 0, Direction.ADD: 1}
 
@@ -55,7 +56,7 @@ def run_shard(task: ShardTask, progress: Callable[[int], None] | None = None) ->
     ``progress(n)`` is called after every block with the number of samples just done.
     """
     config, method = task.config, task.method
-    if method.is_conditional:
+    if uses_values(config, method):
         return run_conditional_shard(task, progress)
     sampler = loss_sampler(config, method)
     key = config.sampling_key(method)
@@ -90,12 +91,26 @@ def run_shard(task: ShardTask, progress: Callable[[int], None] | None = None) ->
     return acc_mod.tagged(acc, tag)
 
 
+def uses_values(config: CertifyConfig, method: Method) -> bool:
+    """Whether ``method`` draws values per ε (conditional estimators, the matrix mechanism's importance
+    estimator) rather than losses."""
+    return method.is_conditional or (config.strategy is not None and method is Method.IMPORTANCE)
+
+
+def value_sampler(config: CertifyConfig, method: Method):
+    """The value sampler of a validated config: :class:`~epscert.montecarlo.conditional.ConditionalSampler`
+    for Balls-and-Bins, :class:`~epscert.montecarlo.matrix_values.MatrixValueSampler` for a strategy."""
+    if config.strategy is not None:
+        return MatrixValueSampler(matrix_pair(config), method.value, min(config.epsilons))
+    return conditional_sampler(config, method)
+
+
 def run_conditional_shard(task: ShardTask, progress: Callable[[int], None] | None = None) -> acc_mod.Accumulator:
     """Conditional Monte Carlo shard: per direction and ε, exact Σ Y, Σ Y² and the truncated sums
     Σ min(Y, τ_k) of :mod:`epscert.bounds.truncated_lcb` (``extra``, ε-major), same seeding as
     :func:`run_shard`."""
     config, method = task.config, task.method
-    sampler = conditional_sampler(config, method)
+    sampler = value_sampler(config, method)
     key = config.sampling_key(method)
     n_eps = len(config.epsilons)
     block = max(1, min(sampler.block_size(), BLOCK_ELEMENTS // (n_eps * LEVELS)))  # the extra sums' array
@@ -155,7 +170,7 @@ MAX_AUTO_SHARDS = 10_000
 
 def estimated_seconds(config: CertifyConfig, method: Method, samples: int | None = None) -> float:
     """Rough single-core time to draw ``samples`` samples of ``method`` (both directions)."""
-    sampler = conditional_sampler(config, method) if method.is_conditional else loss_sampler(config, method)
+    sampler = value_sampler(config, method) if uses_values(config, method) else loss_sampler(config, method)
     n = config.samples if samples is None else samples
     per_sample = sampler.width() * config.epochs * len(config.direction.parts())
     if method.uses_order_stats:

@@ -12,6 +12,7 @@ import math
 import numpy as np
 
 from epscert.allocation import bracket_for
+from epscert.allocation.matrix import matrix_bounds
 from epscert.montecarlo import accumulator as acc_mod
 from epscert.montecarlo.backends import split_tags
 from epscert._version import __version__
@@ -20,13 +21,16 @@ from epscert.analytic.cube import cube_lower_bound
 from epscert.analytic.deterministic import deterministic_bracket, deterministic_delta
 from epscert.analytic.poisson import poisson_pld_bounds, poisson_rdp_delta
 from epscert.analytic.resolution import UNDERFLOW_FLOOR
+from epscert.bounds.empirical_bernstein import eb_ucb
 from epscert.bounds.kl import kl_ucb, standard_error
 from epscert.bounds.monotone import monotone_lower, monotone_upper
 from epscert.bounds.truncated_lcb import LEVELS, truncated_lcb
 from epscert.montecarlo.conditional import FLOAT_REL, conditional_sampler
+from epscert.montecarlo.matrix_values import FLOAT_REL as MATRIX_FLOAT_REL
 from epscert.montecarlo.conditional_ucb import add_ucb, order_stats_domination, remove_tails, remove_ucb
 from epscert.params import CertifyConfig, Direction, Method, Sampler
-from epscert.montecarlo.samplers import loss_sampler
+from epscert.montecarlo.samplers import loss_sampler, matrix_pair
+from epscert.montecarlo.shard import uses_values, value_sampler
 from epscert.analytic.truncation import config_penalty
 
 MC_BOUND_NAME = "kl_chernoff"
@@ -43,7 +47,15 @@ def base_row(config: CertifyConfig, method: Method, direction: Direction, eps: f
         "wall_seconds": float(wall), "epscert_version": __version__,
         "dataset_size": config.dataset_size, "max_batch_size": config.max_batch_size,
         "backend": None, "device": None,
+        **matrix_fields(config),
     }
+
+
+def matrix_fields(config: CertifyConfig) -> dict:
+    """mechanism / strategy / iterations columns: set for a matrix mechanism, null for DP-SGD."""
+    if config.strategy is None:
+        return {"mechanism": None, "strategy": None, "iterations": None}
+    return {"mechanism": "matrix", "strategy": config.strategy.describe(), "iterations": config.strategy.iterations}
 
 
 def apply_truncation(config: CertifyConfig, rows: list[dict]) -> list[dict]:
@@ -85,6 +97,8 @@ def sampled_fields(config: CertifyConfig, method: Method, sums, i: int, scale: f
 
 def mc_rows(config: CertifyConfig, method: Method, acc: acc_mod.Accumulator, wall_seconds: float) -> list[dict]:
     """Rows for a merged Monte Carlo accumulator: one per direction and ε, plus 'both'."""
+    if config.strategy is not None and uses_values(config, method):
+        return matrix_value_rows(config, method, acc, wall_seconds)
     if method.is_conditional:
         return conditional_rows(config, method, acc, wall_seconds)
     sampler = loss_sampler(config, method)
@@ -184,6 +198,54 @@ def conditional_rows(config: CertifyConfig, method: Method, acc: acc_mod.Accumul
     return apply_truncation(config, rows)
 
 
+MATRIX_VALUE_BOUND_NAME = "kl_eb_at_range+truncated_kl_lcb"
+
+
+def matrix_value_rows(config: CertifyConfig, method: Method, acc: acc_mod.Accumulator,
+                      wall_seconds: float) -> list[dict]:
+    """Rows of the matrix mechanism's value estimators (epscert.montecarlo.matrix_values): δ = E[Y],
+    0 <= Y <= B(ε) (the proven range of each estimator).
+
+    delta_upper: the smaller of KL–Chernoff and empirical Bernstein at scale B (β/2 each), made
+    non-increasing in ε; delta_lower: the truncated KL lower bound (epscert.bounds.truncated_lcb) at β.
+    Computed values are within FLOAT_REL of the exact ones: means are raised (UCB) or lowered (LCB) by it.
+    """
+    sampler = value_sampler(config, method)
+    parts = config.direction.parts()
+    beta = config.error_prob / len(parts)
+    n_eps = len(config.epsilons)
+    rows: list[dict] = []
+    per_dir: dict[Direction, list[dict]] = {}
+    for direction in parts:
+        sums = acc[direction]
+        ranges = sampler.value_range(direction, config.epsilons).tolist()
+        truncated = np.array([[sums.mean_extra(i * LEVELS + k) for k in range(LEVELS)] for i in range(n_eps)])
+        ucbs = [1.0] * n_eps
+        if sums.count:
+            ucbs = raised_from_the_right([range_ucb(sums.mean(i), sums.mean_sq(i), sums.count, ranges[i], beta)
+                                          for i in range(n_eps)])
+        per_dir[direction] = []
+        for i, eps in enumerate(config.epsilons):
+            lower = truncated_lcb(truncated[i], ranges[i], sums.count, beta, MATRIX_FLOAT_REL) if sums.count else None
+            row = base_row(config, method, direction, eps, wall_seconds)
+            row.update(sampled_fields(config, method, sums, i, 1.0, beta, acc.tags),
+                       delta_upper=min(1.0, ucbs[i]), delta_lower=lower,
+                       bound=MATRIX_VALUE_BOUND_NAME, guarantee=sampler.guarantee)
+            per_dir[direction].append(row)
+        rows.extend(per_dir[direction])
+    rows.extend(both_rows(config, per_dir))
+    return rows
+
+
+def range_ucb(mean: float, mean_sq: float, count: int, scale: float, beta: float) -> float:
+    """min(KL–Chernoff, empirical Bernstein) at scale B, each at β/2, for values in [0, B], with the
+    means raised by MATRIX_FLOAT_REL (computed values are within it of the exact ones)."""
+    up = 1.0 + MATRIX_FLOAT_REL
+    m_hi, m_lo = mean * up, mean * (1.0 - MATRIX_FLOAT_REL)
+    var = max(mean_sq * up * up * count - count * m_lo * m_lo, 0.0) / (count - 1) if count > 1 else math.inf
+    return min(kl_ucb(m_hi, count, beta / 2.0, scale=scale), eb_ucb(m_hi, var, count, beta / 2.0, scale=scale))
+
+
 def monotone_ucbs(means: list[float], count: int, beta: float, scale: float) -> list[float]:
     """KL–Chernoff UCBs over an ascending ε grid, made non-increasing in ε.
 
@@ -230,7 +292,13 @@ def analytic_bounds(config: CertifyConfig, method: Method, direction: Direction,
     if guarantee == "exact" and beyond.any():
         guarantee, lower = "upper_bound", None  # evaluated at ε = 700 beyond it: δ is non-increasing
     if lower is not None:
-        cap = 1.0 if config.sampler is Sampler.POISSON else deterministic_bracket(config.sigma, config.epochs, eps)[1]
+        if config.strategy is not None:  # the matrix mechanism: capped by its comonotone upper bound
+            cap = matrix_bounds(matrix_pair(config).gram, config.sigma, Method.COMONOTONE_UPPER_BOUND,
+                                direction, eps)[1]
+        elif config.sampler is Sampler.POISSON:
+            cap = 1.0
+        else:
+            cap = deterministic_bracket(config.sigma, config.epochs, eps)[1]
         lower = monotone_lower(grid, np.where(beyond, 0.0, np.minimum(np.clip(lower, 0.0, 1.0), cap)))
     if upper is not None:
         upper = monotone_upper(grid, np.clip(upper, 0.0, 1.0))
@@ -248,6 +316,8 @@ def _analytic_bounds(config: CertifyConfig, method: Method, direction: Direction
     A persistent sampler is certified as its exact one-epoch reduction at σ/√E
     (:meth:`~epscert.params.CertifyConfig.reduced`), so every method sees the reduced configuration.
     """
+    if config.strategy is not None:
+        return matrix_bounds(matrix_pair(config).gram, config.sigma, method, direction, eps)
     config = config.reduced()
     s, T, E = config.sigma, config.steps, config.epochs
     if method is Method.EXACT:

@@ -1,0 +1,403 @@
+"""Conditional and importance estimators of the matrix-mechanism pair: one value per sample and ε.
+
+Notation of :mod:`epscert.montecarlo.samplers.matrix_pair`: under Q, g ~ N(0, G) (b x b Gram
+matrix of the whitened modes), v_j = G_jj, x_k = g_k - v_k/2, S = Σ_k e^{x_k} = b e^L, K = e^ε,
+B = b K. Then (SPEC §2 under Q)
+
+    δ_remove(ε) = E_Q[(e^L - K)_+] = (1/b) E_Q[(S - B)_+],     δ_add(ε) = E_Q[(1 - K e^L)_+].
+
+Kriging identity. For a direction u with s = uᵀg and var(s) = uᵀGu = v_u, put d = G u / v_u and
+g_⊥ = g - s d: then g_⊥ is independent of s (their covariance is G u - G u = 0) and g = g_⊥ + s d.
+Conditioning on g_⊥ leaves a one-dimensional Gaussian s ~ N(0, v_u), along which every x_k is
+affine: x_k(s) = a_k + s d_k with a_k = (g_⊥)_k - v_k/2. Because C >= 0, G >= 0 entrywise; every
+d used below is >= 0, so S(s) = Σ_k e^{a_k + s d_k} is convex and increasing in s, and the
+conditional expectations are integrals of exponentials of affine functions against a Gaussian:
+
+    ∫_c^h e^{a + s d} φ_v(s) ds = e^{a + d² v/2} [Φ((h - d v)/√v) - Φ((c - d v)/√v)].       (★)
+
+REMOVE, ``conditional`` (Asmussen–Kroese over the modes, each along its own kriging line). Split
+on which mode is largest, A_j = {x_j > x_k for all k ≠ j} (ties have probability 0). For mode j
+take u = e_j: s = g_j, v = v_j, d = G e_j / v_j (d_j = 1, a_j = -v_j/2). Given g_⊥, A_j is an
+interval of s: x_j(s) >= x_k(s) is s (1 - d_k) >= a_k - a_j, a lower end where d_k < 1, an upper
+end where d_k > 1 (possible when v_k > v_j), and a sure or empty condition where d_k = 1. On it
+the integrand (S(s) - B)_+ is positive for s > s* (the root of S = B), so
+
+    I_j = (1/b) E[(S - B)_+ 1{A_j} | g_⊥] = (1/b) ∫_{max(lo, s*)}^{hi} (S(s) - B) φ_{v_j}(s) ds   (by ★),
+
+and Z = Σ_j I_j has E_Q[Z] = δ_remove (tower property on each j, then Σ_j 1{A_j} = 1). Modes k with
+d_k = 0 (no overlap with mode j) are constants along the line and enter through their sum and
+their maximum. Range: on A_j, S <= b e^{x_j(s)}, so I_j <= E[(e^{x_j} - K)_+] = δ_G(ε; √v_j), the
+Gaussian mechanism's δ at sensitivity √v_j (SPEC §7), and Z <= Σ_j δ_G(ε; √v_j).
+
+ADD, ``conditional`` (one line: the mean). Take u = 1/b (s = mean_k g_k). Then mean_k d_k = 1 and
+mean_k (g_⊥)_k = 0, so by Jensen S(s) >= b e^{mean_k x_k(s)} = b e^{s - v̄/2} (v̄ = mean_k v_k): the
+integrand (1 - K S(s)/b)_+ vanishes for s > ŝ = -ε + v̄/2, the root s* of S = b/K is <= ŝ, and
+
+    J = E[(1 - K e^L)_+ | g_⊥] = Φ(s*/√v_u) - (K/b) Σ_k e^{a_k + d_k² v_u/2} Φ((s* - d_k v_u)/√v_u)   (by ★),
+
+with E_Q[J] = δ_add and 0 <= J <= Φ(ŝ/√v_u) (the proven range).
+
+REMOVE, ``importance`` (the "at least one rare event" estimator, issue 23): L <= max_k x_k, so for
+thresholds t_k with Σ_k e^{t_k} <= B the integrand vanishes unless some x_k >= t_k. Under the
+component P_i, p_ik = Pr_i[x_k >= t_k] = Φ̄((t_k + v_k/2 - G_ik)/√v_k); M = (1/b) Σ_ik p_ik. Draw
+(i, k) with probability p_ik/(b M), then g from P_i conditioned on x_k >= t_k (a truncated g_k,
+the rest by kriging), and return Y = M h(g)/N(g) with h = (1 - e^{ε - L})_+ (the P-form integrand,
+in [0, 1]) and N(g) = #{k : x_k >= t_k} >= 1. The proposal has density (1/(bM)) Σ_i P_i(g) N(g) on
+the union, so dP/dproposal = M/N there: E[Y] = δ_remove and 0 <= Y <= M. The thresholds are those
+of ε0 (the smallest ε of the grid); for ε >= ε0 they still satisfy Σ e^{t_k} <= b e^ε.
+They minimise M subject to Σ_k e^{t_k} = b e^{ε0} (a Lagrange condition solved by bisection; any
+feasible t keeps the estimator unbiased, the choice only affects its variance).
+
+ADD, ``importance``: the event {mean_k x_k < -ε} of the Jensen bound above has probability
+P_V = Φ(ŝ/√v̄_u) under Q; drawing s truncated to s < ŝ and g_⊥ freely gives Y = P_V (1 - K e^L)_+
+in [0, P_V] with E[Y] = δ_add.
+
+Numerics: roots by Newton on log S (convex, increasing), started above the root, so every iterate
+stays above it and the iteration is monotone; all integrals in log space (``log_ndtr``) and
+combined as e^M (Σ e^{l - M}); computed values are within a relative ``FLOAT_REL`` of the exact
+ones (the cancellation in the REMOVE integral is that of ∫ (S - B) against ∫ S on the mass of the
+tail, a factor of a few).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from scipy import special
+
+from epscert.analytic.deterministic import gaussian_bracket
+from epscert.montecarlo import matrix_kernels as mk
+from epscert.montecarlo.samplers.base import BLOCK_ELEMENTS
+from epscert.params import Direction
+
+#: Relative error allowance of a computed value against the exact one.
+FLOAT_REL = 1e-9
+#: Newton iterations on log S (monotone from above, quadratic near the root).
+NEWTON_STEPS = 40
+NEWTON_TOL = 1e-13
+
+
+class NumpySpecial:
+    """The special functions the kernels need, for numpy arrays."""
+
+    log_ndtr = staticmethod(special.log_ndtr)
+    ndtri_exp = staticmethod(special.ndtri_exp)
+
+
+def log_diff_ndtr(xp, sp, lo, hi):
+    """log(Φ(hi) - Φ(lo)) for lo <= hi (either may be ±inf), from whichever tail is accurate."""
+    upper = lo > 0  # both in the upper tail: Φ̄(lo) - Φ̄(hi)
+    a = xp.where(upper, -lo, hi)
+    c = xp.where(upper, -hi, lo)
+    la, lc = sp.log_ndtr(a), sp.log_ndtr(c)
+    return la + xp.log(-xp.expm1(xp.minimum(lc - la, 0.0)))
+
+
+class RemoveLines:
+    """Constants of the REMOVE line estimator for one pair: per mode j its neighbours (d_jk > 0)."""
+
+    def __init__(self, pair) -> None:
+        g, b = pair.g, pair.bins
+        self.b = b
+        self.v = pair.diag
+        d = g / self.v[None, :]  # column j: d for line j
+        near = (d > 0) & ~np.eye(b, dtype=bool)
+        width = max(1, int(near.sum(axis=0).max()))
+        self.width = width
+        idx = np.zeros((b, width), dtype=np.int64)
+        dk = np.zeros((b, width))
+        mask = np.zeros((b, width), dtype=bool)
+        for j in range(b):
+            ks = np.flatnonzero(near[:, j])
+            idx[j, : ks.size], dk[j, : ks.size], mask[j, : ks.size] = ks, d[ks, j], True
+            idx[j, ks.size:] = j
+        self.idx, self.d, self.mask = idx, dk, mask
+        self.self_or_near = near | np.eye(b, dtype=bool)  # [k, j]: k is j or a neighbour of j
+        self.top = min(b, width + 2)  # the largest x off j's neighbourhood is among the top width + 2
+
+
+def remove_line_values(xp, sp, g, lines_consts, half_diag, log_b, log_big_b, top_k):
+    """(|ε|, N) values Z = Σ_j I_j (module docstring) for the rows of g ~ Q.
+
+    ``lines_consts`` = (idx, d, mask, self_or_near, v) of :class:`RemoveLines`; ``log_big_b`` the
+    values log(b e^ε) over the grid; ``top_k(x)`` returns (values, indices) of the
+    ``RemoveLines.top`` largest entries of each row, sorted descending.
+    """
+    idx, dk, mask, self_or_near, v = lines_consts
+    n, b = g.shape
+    x = g - half_diag  # (N, b)
+    sv = xp.sqrt(v)
+    # residual exponents of the neighbours along each line j: a_k = x_k - g_j d_k  -> (N, b, W)
+    a = xp.where(mask, x[:, idx] - g[:, :, None] * dk, -xp.inf)
+    own = -0.5 * v  # a_j
+    # the sum and maximum of the modes off j's neighbourhood (constants along line j)
+    shift = xp.max(x, axis=1, keepdims=True)
+    ex = xp.exp(x - shift)
+    total = xp.sum(ex, axis=1, keepdims=True)
+    local = ex @ self_or_near.astype(ex.dtype)  # (N, b): Σ over j and its neighbours
+    far_sum = xp.maximum(total - local, 0.0)
+    log_far = xp.where(far_sum > 0, xp.log(xp.where(far_sum > 0, far_sum, 1.0)) + shift, -xp.inf)
+    top_vals, top_idx = top_k(x)
+    off = ~self_or_near[top_idx[:, None, :], xp.arange(b)[None, :, None]]  # (N, b, K): top entry off j's set
+    first = xp.argmax(off, axis=2)
+    far_max = xp.where(xp.any(off, axis=2), xp.take_along_axis(top_vals, first, axis=1), -xp.inf)
+    # the interval A_j of s
+    lo = far_max + 0.5 * v  # x_j(s) = s - v_j/2 >= every far x_k
+    gap = a - own[None, :, None]  # a_k - a_j
+    one_minus = 1.0 - dk
+    with_lo = mask & (one_minus > 0)
+    with_hi = mask & (one_minus < 0)
+    level = mask & (one_minus == 0)
+    safe = xp.where(one_minus == 0, 1.0, one_minus)
+    lo = xp.maximum(lo, xp.max(xp.where(with_lo, gap / safe, -xp.inf), axis=2))
+    hi = xp.min(xp.where(with_hi, gap / safe, xp.inf), axis=2)
+    empty = xp.any(level & (gap > 0), axis=2) | (lo >= hi)
+    out = []
+    for log_big in log_big_b:
+        root = _remove_root(xp, a, dk, own, log_far, v, log_big)
+        c = xp.maximum(lo, root)
+        h = hi
+        ok = ~empty & (c < h)
+        c = xp.where(ok, c, 0.0)
+        h = xp.where(ok, h, 1.0)
+        # terms of (★): neighbours, the own mode (a_j = -v/2, d = 1), the far constant, -B
+        cn = (c[:, :, None] - dk * v[None, :, None]) / sv[None, :, None]
+        hn = (h[:, :, None] - dk * v[None, :, None]) / sv[None, :, None]
+        t_near = xp.where(mask, a + 0.5 * dk * dk * v[None, :, None] + log_diff_ndtr(xp, sp, cn, hn), -xp.inf)
+        t_own = log_diff_ndtr(xp, sp, (c - v) / sv, (h - v) / sv)
+        base = log_diff_ndtr(xp, sp, c / sv, h / sv)
+        t_far = log_far + base
+        pos = xp.concatenate([t_near, t_own[:, :, None], t_far[:, :, None]], axis=2)
+        top = xp.maximum(xp.max(pos, axis=2), log_big + base)
+        top = xp.where(xp.isfinite(top), top, 0.0)
+        value = xp.exp(top) * (xp.sum(xp.exp(pos - top[:, :, None]), axis=2) - xp.exp(log_big + base - top))
+        value = xp.where(ok, xp.maximum(value, 0.0), 0.0)
+        out.append(xp.sum(value, axis=1) / math.exp(log_b))
+    return xp.stack(out)
+
+
+def _remove_root(xp, a, dk, own, log_far, v, log_big):
+    """Root of log S_j(s) = log B along every line (N, b), by Newton from above; -inf when the far
+    constant alone reaches B (S > B for every s).
+
+    S(s) >= e^{s - v/2} + F, so s_0 = log(B - F) + v/2 has log S(s_0) >= log B: the start is above
+    the root, and Newton on the convex increasing log S stays above it and decreases to it."""
+    far_ok = log_far < log_big
+    gap = xp.where(far_ok, log_far - log_big, 0.0)
+    start = xp.where(far_ok, log_big + xp.log(-xp.expm1(xp.minimum(gap, 0.0))), 0.0) + 0.5 * v
+    if xp is np:
+        return np.where(far_ok, _newton_active(a, dk, log_far, v, log_big, start, far_ok), -np.inf)
+    s = start
+    ones = xp.ones_like(a[:, :, :1])
+    slopes = xp.concatenate([dk * xp.ones_like(a), ones, 0.0 * ones], axis=2)
+    for _ in range(NEWTON_STEPS):
+        f, fp = _log_s_minus(xp, a, dk, slopes, log_far, v, log_big, s)
+        s = s - xp.where(far_ok & (f > 0), f / fp, 0.0)
+    return xp.where(far_ok, s, -xp.inf)
+
+
+def _log_s_minus(xp, a, dk, slopes, log_far, v, log_big, s):
+    """(log S(s) - log B, d log S/ds) for arrays of lines (leading axes) at points s."""
+    terms = xp.concatenate([a + s[..., None] * dk, (s - 0.5 * v)[..., None], log_far[..., None]], axis=-1)
+    top = xp.max(terms, axis=-1)
+    w = xp.exp(terms - top[..., None])
+    total = xp.sum(w, axis=-1)
+    return top + xp.log(total) - log_big, xp.sum(w * slopes, axis=-1) / total
+
+
+def _newton_active(a, dk, log_far, v, log_big, start, live):
+    """numpy Newton on the (sample, line) pairs still moving: each pass works on those only."""
+    n, b, w = a.shape
+    s = start.copy()
+    vv = np.broadcast_to(v, (n, b))
+    dkk = np.broadcast_to(dk, a.shape)
+    active = np.flatnonzero(live.ravel())
+    a2, d2, f2, v2 = a.reshape(-1, w), dkk.reshape(-1, w), log_far.ravel(), vv.ravel()
+    flat = s.ravel()
+    for _ in range(NEWTON_STEPS):
+        if active.size == 0:
+            break
+        da = d2[active]
+        slopes = np.concatenate([da, np.ones((active.size, 2))], axis=1)
+        slopes[:, -1] = 0.0
+        f, fp = _log_s_minus(np, a2[active], da, slopes, f2[active], v2[active], log_big, flat[active])
+        step = np.where(f > 0, f / fp, 0.0)
+        flat[active] -= step
+        active = active[step > NEWTON_TOL * (1.0 + np.abs(flat[active]))]
+    return flat.reshape(n, b)
+
+
+def add_line_values(xp, sp, g, d, half_diag, var_u, log_b, eps_list):
+    """(|ε|, N) values J of the ADD line estimator along the mean (module docstring).
+
+    ``d`` = G u / (uᵀ G u) with u = 1/b, ``var_u`` = uᵀ G u. The root of S(s) = b/K is found by
+    Newton on log S from ŝ = -ε + v̄/2 (where log S >= log(b/K) by Jensen), so every iterate is
+    above the root; J is formed as Φ(s*/√v_u) (1 - Σ_k e^{l_k}) in log space.
+    """
+    s_mean = xp.mean(g, axis=1)
+    a = g - s_mean[:, None] * d - half_diag  # a_k = (g_⊥)_k - v_k/2
+    vbar = 2.0 * xp.mean(half_diag)
+    sd = math.sqrt(var_u)
+    out = []
+    for eps in eps_list:
+        log_target = log_b - eps  # log(b/K)
+        s = xp.full(s_mean.shape, -eps + 0.5 * vbar)
+        for _ in range(NEWTON_STEPS):
+            terms = a + s[:, None] * d
+            top = xp.max(terms, axis=1)
+            w = xp.exp(terms - top[:, None])
+            total = xp.sum(w, axis=1)
+            f = top + xp.log(total) - log_target
+            step = xp.where(f > 0, f * total / xp.sum(w * d, axis=1), 0.0)
+            s = s - step
+            if xp is np and not np.any(step > NEWTON_TOL * (1.0 + np.abs(s))):
+                break
+        base = sp.log_ndtr(s / sd)
+        logs = a + 0.5 * d * d * var_u + sp.log_ndtr((s[:, None] - d * var_u) / sd) - log_target - base[:, None]
+        inner = xp.sum(xp.exp(logs), axis=1)  # = (K/b) Σ_k e^{a_k + d_k² v/2} Φ(.)/Φ(s*/√v)
+        out.append(xp.exp(base) * xp.clip(1.0 - inner, 0.0, 1.0))
+    return xp.stack(out)
+
+
+def add_bound_log_prob(var_u: float, vbar: float, eps: float) -> float:
+    """log Φ(ŝ/√v_u), ŝ = -ε + v̄/2: the proven range of the ADD values (module docstring)."""
+    return float(special.log_ndtr((-eps + 0.5 * vbar) / math.sqrt(var_u)))
+
+
+def remove_importance_values(xp, sp, g_noise, comp, mode, u_trunc, g_rows, kriging, thresholds, log_tail_i_k,
+                             half_diag, log_scale, eps_list):
+    """(|ε|, N) values M h/N of the REMOVE importance estimator (module docstring).
+
+    ``comp`` i and ``mode`` k per sample (drawn with probability p_ik / (b M)); ``u_trunc`` in (0, 1];
+    ``g_rows`` = G (the mean G e_i of P_i is its row i); ``kriging`` = G / diag(G) (column k is
+    G e_k / v_k); ``log_tail_i_k`` = log p_ik of the drawn pair; ``log_scale`` = log M.
+    """
+    v = 2.0 * half_diag
+    g = g_noise + g_rows[comp]
+    mean_k = g_rows[comp, mode]
+    sd_k = xp.sqrt(v[mode])
+    current = xp.take_along_axis(g, mode[:, None], axis=1)[:, 0] - mean_k
+    # w_k | w_k >= τ: survival inverse, Φ̄(w/sd) = u Φ̄(τ/sd), i.e. w = -sd Φ^{-1}(u p_ik)
+    w_new = -sd_k * sp.ndtri_exp(xp.log(u_trunc) + log_tail_i_k)
+    g = g + kriging[:, mode].T * (w_new - current)[:, None]
+    x = g - half_diag
+    hits = xp.maximum(xp.sum(x >= thresholds, axis=1), 1)
+    loss = mk.log_mean_exp(xp, x)
+    scale = math.exp(log_scale)
+    return xp.stack([scale * -xp.expm1(xp.minimum(eps - loss, 0.0)) / hits for eps in eps_list])
+
+
+def add_importance_values(xp, sp, g_noise, u_trunc, d, half_diag, var_u, log_prob, eps_list, bound):
+    """(|ε|, N) values P_V (1 - K e^L)_+ of the ADD importance estimator: the mean s = mean_k g_k
+    drawn truncated to s < ``bound`` = ŝ(ε0) (log Pr = ``log_prob``), the rest by kriging."""
+    sd = math.sqrt(var_u)
+    s_new = sd * sp.ndtri_exp(xp.log(u_trunc) + log_prob)
+    s_new = xp.minimum(s_new, bound)  # the law has no mass above ŝ; guards the last ulp
+    g = g_noise + (s_new - xp.mean(g_noise, axis=1))[:, None] * d
+    loss = mk.log_mean_exp(xp, g - half_diag)
+    scale = math.exp(log_prob)
+    return xp.stack([scale * xp.maximum(-xp.expm1(eps + loss), 0.0) for eps in eps_list])
+
+
+def remove_thresholds(pair, eps0: float) -> tuple[np.ndarray, np.ndarray, float]:
+    """(t, log p (b x b, [i, k]), log M) of the REMOVE importance estimator: t_k = ε0 for every k
+    (Σ_k e^{t_k} = b e^{ε0}, so the union of {x_k >= t_k} covers {L > ε0}); p_ik = Pr_i[x_k >= t_k]."""
+    v, g = pair.diag, pair.g
+    t = np.full(pair.bins, float(eps0))
+    z = (t[None, :] + 0.5 * v[None, :] - g) / np.sqrt(v)[None, :]
+    log_p = special.log_ndtr(-z)
+    log_m = float(special.logsumexp(log_p)) - pair.log_bins
+    return t, log_p, log_m
+
+
+class MatrixValueSampler:
+    """Values Y per ε with δ = E[Y], 0 <= Y <= value_range (module docstring), for one pair.
+
+    ``method`` 'conditional' or 'importance'; ``eps0`` the smallest ε of the grid (the importance
+    events are those of ε0, valid for every ε >= ε0)."""
+
+    guarantee = "mc_upper_confidence"
+
+    def __init__(self, pair, method: str, eps0: float) -> None:
+        if method not in ("conditional", "importance"):
+            raise ValueError(f"method must be 'conditional' or 'importance', got method={method!r}")
+        self.pair, self.method, self.eps0 = pair, method, float(eps0)
+        b = pair.bins
+        u = np.full(b, 1.0 / b)
+        gu = pair.g @ u
+        self.var_u = float(u @ gu)
+        self.d_mean = gu / self.var_u
+        self.vbar = float(np.mean(pair.diag))
+        self.kriging = pair.g / pair.diag[None, :]
+        if method == "conditional":
+            self.lines = RemoveLines(pair)
+        else:
+            self.thresholds, self.log_p, self.log_m = remove_thresholds(pair, self.eps0)
+            flat = np.exp(self.log_p.ravel() - self.log_p.max())
+            self.cum_p = np.cumsum(flat / flat.sum())
+        self.add_log_prob = add_bound_log_prob(self.var_u, self.vbar, self.eps0)
+
+    def width(self) -> int:
+        if self.method == "conditional":
+            return 12 * self.pair.bins * (self.lines.width + 2)  # the (N, b, W) temporaries
+        return 4 * self.pair.bins
+
+    def block_size(self) -> int:
+        return max(1, BLOCK_ELEMENTS // self.width())
+
+    def log_scale(self, direction: Direction) -> float:
+        return 0.0  # the values carry their scale
+
+    def value_range(self, direction: Direction, epsilons) -> np.ndarray:
+        """B(ε) >= every value: REMOVE conditional Σ_j δ_G(ε; √v_j) (upper side of the certified
+        Gaussian bracket), importance M; ADD Φ(ŝ(ε)/√v_u) (importance: at ε0), rounded up."""
+        eps = np.asarray(epsilons, dtype=np.float64)
+        up = 1.0 + 4 * FLOAT_REL
+        if direction is Direction.ADD:
+            if self.method == "importance":
+                return np.full(eps.shape, math.exp(self.add_log_prob) * up)
+            return np.exp([add_bound_log_prob(self.var_u, self.vbar, e) for e in eps]) * up
+        if self.method == "importance":
+            return np.full(eps.shape, math.exp(self.log_m) * up)
+        total = np.zeros_like(eps)
+        for vj in np.unique(self.pair.diag):
+            count = int(np.sum(self.pair.diag == vj))
+            total += count * gaussian_bracket(1.0 / math.sqrt(vj), eps)[1]
+        return np.minimum(total * up, float(self.pair.bins))
+
+    def draw(self, rng: np.random.Generator, n: int, direction: Direction, epsilons) -> np.ndarray:
+        """(|ε|, n) i.i.d. values for the ε grid ``epsilons`` (all >= ε0)."""
+        eps = [float(e) for e in np.asarray(epsilons, dtype=np.float64)]
+        if min(eps) < self.eps0:
+            raise ValueError(f"epsilons must be >= eps0={self.eps0}, got min epsilon={min(eps)}")
+        pair = self.pair
+        g_noise = pair.noise(rng.standard_normal((n, pair.bins)))
+        if direction is Direction.ADD:
+            if self.method == "conditional":
+                return add_line_values(np, NumpySpecial, g_noise, self.d_mean, pair.half_diag, self.var_u,
+                                       pair.log_bins, eps)
+            u = 1.0 - rng.random(n)
+            return add_importance_values(np, NumpySpecial, g_noise, u, self.d_mean, pair.half_diag, self.var_u,
+                                         self.add_log_prob, eps, -self.eps0 + 0.5 * self.vbar)
+        if self.method == "conditional":
+            lines = self.lines
+            return remove_line_values(np, NumpySpecial, g_noise, (lines.idx, lines.d, lines.mask, lines.self_or_near,
+                                                                  lines.v),
+                                      pair.half_diag, pair.log_bins, [pair.log_bins + e for e in eps],
+                                      self._top_k)
+        flat = np.minimum(np.searchsorted(self.cum_p, rng.random(n), side="right"), self.cum_p.size - 1)
+        comp, mode = np.divmod(flat, pair.bins)
+        u = 1.0 - rng.random(n)
+        return remove_importance_values(np, NumpySpecial, g_noise, comp, mode, u, pair.g, self.kriging,
+                                        self.thresholds, self.log_p[comp, mode], pair.half_diag, self.log_m, eps)
+
+    def _top_k(self, x: np.ndarray):
+        k = self.lines.top
+        if k >= x.shape[1]:
+            order = np.argsort(-x, axis=1)
+            return np.take_along_axis(x, order, axis=1), order
+        idx = np.argpartition(-x, k - 1, axis=1)[:, :k]
+        vals = np.take_along_axis(x, idx, axis=1)
+        order = np.argsort(-vals, axis=1)
+        return np.take_along_axis(vals, order, axis=1), np.take_along_axis(idx, order, axis=1)
