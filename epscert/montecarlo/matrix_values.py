@@ -73,6 +73,10 @@ from epscert.params import Direction
 
 #: Relative error allowance of a computed value against the exact one.
 FLOAT_REL = 1e-9
+#: Lines (modes) integrated per sample by the REMOVE conditional estimator, evenly spaced with a
+#: random offset: measured at n = 2000, b = 100, 16 bands, 8 lines give the lowest variance per CPU
+#: second (relative variance x lines: 31 at 5-10 lines against 134 with all 100).
+LINES_PER_SAMPLE = 8
 #: Newton iterations on log S (monotone from above, quadratic near the root).
 NEWTON_STEPS = 40
 NEWTON_TOL = 1e-13
@@ -117,34 +121,39 @@ class RemoveLines:
         self.top = min(b, width + 2)  # the largest x off j's neighbourhood is among the top width + 2
 
 
-def remove_line_values(xp, sp, g, lines_consts, half_diag, log_b, log_big_b, top_k):
-    """(|ε|, N) values Z = Σ_j I_j (module docstring) for the rows of g ~ Q.
+def remove_line_values(xp, sp, g, lines, lines_consts, half_diag, log_big_b, top_k):
+    """(|ε|, N) values (b/K) Σ_r I_{j_r} over K lines j_r per sample (``lines``, N x K), for g ~ Q.
 
-    ``lines_consts`` = (idx, d, mask, self_or_near, v) of :class:`RemoveLines`; ``log_big_b`` the
-    values log(b e^ε) over the grid; ``top_k(x)`` returns (values, indices) of the
-    ``RemoveLines.top`` largest entries of each row, sorted descending.
+    With the lines of a sample j_r = (U + floor(r b/K)) mod b, U uniform on {0..b-1}, every line is
+    in the set with probability K/b, so E[(b/K) Σ_r I_{j_r}] = Σ_j E[I_j] = δ_remove; K = b (every
+    line) gives Z of the module docstring. ``lines_consts`` = (idx, d, mask, self_or_near, v) of
+    :class:`RemoveLines`; ``log_big_b`` the values log(b e^ε) over the grid; ``top_k(x)`` returns
+    (values, indices) of the ``RemoveLines.top`` largest entries of each row, sorted descending.
     """
-    idx, dk, mask, self_or_near, v = lines_consts
-    n, b = g.shape
+    idx_all, d_all, mask_all, self_or_near, v_all = lines_consts
+    n, k_lines = lines.shape
+    idx, dk, mask, v = idx_all[lines], d_all[lines], mask_all[lines], v_all[lines]  # (N, K, W), (N, K)
     x = g - half_diag  # (N, b)
     sv = xp.sqrt(v)
-    # residual exponents of the neighbours along each line j: a_k = x_k - g_j d_k  -> (N, b, W)
-    a = xp.where(mask, x[:, idx] - g[:, :, None] * dk, -xp.inf)
+    g_line = xp.take_along_axis(g, lines, axis=1)  # s = g_j of each line
+    # residual exponents of the neighbours along each line j: a_k = x_k - g_j d_k  -> (N, K, W)
+    rows = xp.arange(n)[:, None, None]
+    a = xp.where(mask, x[rows, idx] - g_line[:, :, None] * dk, -xp.inf)
     own = -0.5 * v  # a_j
     # the sum and maximum of the modes off j's neighbourhood (constants along line j)
     shift = xp.max(x, axis=1, keepdims=True)
     ex = xp.exp(x - shift)
     total = xp.sum(ex, axis=1, keepdims=True)
-    local = ex @ self_or_near.astype(ex.dtype)  # (N, b): Σ over j and its neighbours
+    local = xp.take_along_axis(ex @ self_or_near.astype(ex.dtype), lines, axis=1)  # Σ over j and its neighbours
     far_sum = xp.maximum(total - local, 0.0)
     log_far = xp.where(far_sum > 0, xp.log(xp.where(far_sum > 0, far_sum, 1.0)) + shift, -xp.inf)
     top_vals, top_idx = top_k(x)
-    off = ~self_or_near[top_idx[:, None, :], xp.arange(b)[None, :, None]]  # (N, b, K): top entry off j's set
+    off = ~self_or_near[top_idx[:, None, :], lines[:, :, None]]  # (N, K, top): top entry off j's set
     first = xp.argmax(off, axis=2)
     far_max = xp.where(xp.any(off, axis=2), xp.take_along_axis(top_vals, first, axis=1), -xp.inf)
     # the interval A_j of s
     lo = far_max + 0.5 * v  # x_j(s) = s - v_j/2 >= every far x_k
-    gap = a - own[None, :, None]  # a_k - a_j
+    gap = a - own[:, :, None]  # a_k - a_j
     one_minus = 1.0 - dk
     with_lo = mask & (one_minus > 0)
     with_hi = mask & (one_minus < 0)
@@ -162,9 +171,9 @@ def remove_line_values(xp, sp, g, lines_consts, half_diag, log_b, log_big_b, top
         c = xp.where(ok, c, 0.0)
         h = xp.where(ok, h, 1.0)
         # terms of (★): neighbours, the own mode (a_j = -v/2, d = 1), the far constant, -B
-        cn = (c[:, :, None] - dk * v[None, :, None]) / sv[None, :, None]
-        hn = (h[:, :, None] - dk * v[None, :, None]) / sv[None, :, None]
-        t_near = xp.where(mask, a + 0.5 * dk * dk * v[None, :, None] + log_diff_ndtr(xp, sp, cn, hn), -xp.inf)
+        cn = (c[:, :, None] - dk * v[:, :, None]) / sv[:, :, None]
+        hn = (h[:, :, None] - dk * v[:, :, None]) / sv[:, :, None]
+        t_near = xp.where(mask, a + 0.5 * dk * dk * v[:, :, None] + log_diff_ndtr(xp, sp, cn, hn), -xp.inf)
         t_own = log_diff_ndtr(xp, sp, (c - v) / sv, (h - v) / sv)
         base = log_diff_ndtr(xp, sp, c / sv, h / sv)
         t_far = log_far + base
@@ -173,8 +182,14 @@ def remove_line_values(xp, sp, g, lines_consts, half_diag, log_b, log_big_b, top
         top = xp.where(xp.isfinite(top), top, 0.0)
         value = xp.exp(top) * (xp.sum(xp.exp(pos - top[:, :, None]), axis=2) - xp.exp(log_big + base - top))
         value = xp.where(ok, xp.maximum(value, 0.0), 0.0)
-        out.append(xp.sum(value, axis=1) / math.exp(log_b))
+        out.append(xp.sum(value, axis=1) / k_lines)  # (b/K) Σ_r I_r with I_r = value_r / b
     return xp.stack(out)
+
+
+def stratified_lines(offset, bins: int, count: int, xp=np):
+    """(N, K) lines (U + floor(r b/K)) mod b for offsets U (N,): each line has probability K/b."""
+    steps = xp.asarray([(r * bins) // count for r in range(count)])
+    return (offset[:, None] + steps[None, :]) % bins
 
 
 def _remove_root(xp, a, dk, own, log_far, v, log_big):
@@ -184,7 +199,7 @@ def _remove_root(xp, a, dk, own, log_far, v, log_big):
     S(s) >= e^{s - v/2} + F, so s_0 = log(B - F) + v/2 has log S(s_0) >= log B: the start is above
     the root, and Newton on the convex increasing log S stays above it and decreases to it."""
     far_ok = log_far < log_big
-    gap = xp.where(far_ok, log_far - log_big, 0.0)
+    gap = xp.where(far_ok, log_far - log_big, -1.0)
     start = xp.where(far_ok, log_big + xp.log(-xp.expm1(xp.minimum(gap, 0.0))), 0.0) + 0.5 * v
     if xp is np:
         return np.where(far_ok, _newton_active(a, dk, log_far, v, log_big, start, far_ok), -np.inf)
@@ -332,6 +347,7 @@ class MatrixValueSampler:
         self.kriging = pair.g / pair.diag[None, :]
         if method == "conditional":
             self.lines = RemoveLines(pair)
+            self.lines_per_sample = min(b, LINES_PER_SAMPLE)
         else:
             self.thresholds, self.log_p, self.log_m = remove_thresholds(pair, self.eps0)
             flat = np.exp(self.log_p.ravel() - self.log_p.max())
@@ -340,7 +356,7 @@ class MatrixValueSampler:
 
     def width(self) -> int:
         if self.method == "conditional":
-            return 12 * self.pair.bins * (self.lines.width + 2)  # the (N, b, W) temporaries
+            return 16 * self.lines_per_sample * (self.lines.width + 2) + 4 * self.pair.bins  # (N, K, W) temporaries
         return 4 * self.pair.bins
 
     def block_size(self) -> int:
@@ -382,10 +398,10 @@ class MatrixValueSampler:
                                          self.add_log_prob, eps, -self.eps0 + 0.5 * self.vbar)
         if self.method == "conditional":
             lines = self.lines
-            return remove_line_values(np, NumpySpecial, g_noise, (lines.idx, lines.d, lines.mask, lines.self_or_near,
-                                                                  lines.v),
-                                      pair.half_diag, pair.log_bins, [pair.log_bins + e for e in eps],
-                                      self._top_k)
+            chosen = stratified_lines(rng.integers(0, pair.bins, size=n), pair.bins, self.lines_per_sample)
+            return remove_line_values(np, NumpySpecial, g_noise, chosen,
+                                      (lines.idx, lines.d, lines.mask, lines.self_or_near, lines.v),
+                                      pair.half_diag, [pair.log_bins + e for e in eps], self._top_k)
         flat = np.minimum(np.searchsorted(self.cum_p, rng.random(n), side="right"), self.cum_p.size - 1)
         comp, mode = np.divmod(flat, pair.bins)
         u = 1.0 - rng.random(n)
