@@ -83,10 +83,21 @@ NEWTON_TOL = 1e-13
 
 
 class NumpySpecial:
-    """The special functions the kernels need, for numpy arrays."""
+    """The special functions and the loop the kernels need, for numpy arrays (``jax_matrix`` has the
+    JAX twin: jax.scipy's log_ndtr, its own ndtri_exp and ``lax.fori_loop``)."""
 
     log_ndtr = staticmethod(special.log_ndtr)
     ndtri_exp = staticmethod(special.ndtri_exp)
+
+    @staticmethod
+    def fori_loop(lower: int, upper: int, body, value):
+        """body(i, value) for i in [lower, upper); stops early once value no longer moves."""
+        for i in range(lower, upper):
+            new = body(i, value)
+            if np.all((new == value) | ~np.isfinite(new)):
+                return new
+            value = new
+        return value
 
 
 def log_diff_ndtr(xp, sp, lo, hi):
@@ -121,8 +132,8 @@ class RemoveLines:
         self.top = min(b, width + 2)  # the largest x off j's neighbourhood is among the top width + 2
 
 
-def remove_line_values(xp, sp, g, lines, lines_consts, half_diag, log_big_b, top_k):
-    """(|ε|, N) values (b/K) Σ_r I_{j_r} over K lines j_r per sample (``lines``, N x K), for g ~ Q.
+def remove_line_log_values(xp, sp, g, lines, lines_consts, half_diag, log_big_b, top_k):
+    """(|ε|, N) logs of the values (b/K) Σ_r I_{j_r} over K lines j_r per sample (``lines``, N x K), for g ~ Q.
 
     With the lines of a sample j_r = (U + floor(r b/K)) mod b, U uniform on {0..b-1}, every line is
     in the set with probability K/b, so E[(b/K) Σ_r I_{j_r}] = Σ_j E[I_j] = δ_remove; K = b (every
@@ -164,7 +175,7 @@ def remove_line_values(xp, sp, g, lines, lines_consts, half_diag, log_big_b, top
     empty = xp.any(level & (gap > 0), axis=2) | (lo >= hi)
     out = []
     for log_big in log_big_b:
-        root = _remove_root(xp, a, dk, own, log_far, v, log_big)
+        root = _remove_root(xp, sp, a, dk, own, log_far, v, log_big)
         c = xp.maximum(lo, root)
         h = hi
         ok = ~empty & (c < h)
@@ -180,9 +191,12 @@ def remove_line_values(xp, sp, g, lines, lines_consts, half_diag, log_big_b, top
         pos = xp.concatenate([t_near, t_own[:, :, None], t_far[:, :, None]], axis=2)
         top = xp.maximum(xp.max(pos, axis=2), log_big + base)
         top = xp.where(xp.isfinite(top), top, 0.0)
-        value = xp.exp(top) * (xp.sum(xp.exp(pos - top[:, :, None]), axis=2) - xp.exp(log_big + base - top))
-        value = xp.where(ok, xp.maximum(value, 0.0), 0.0)
-        out.append(xp.sum(value, axis=1) / k_lines)  # (b/K) Σ_r I_r with I_r = value_r / b
+        rest = xp.sum(xp.exp(pos - top[:, :, None]), axis=2) - xp.exp(log_big + base - top)
+        log_value = xp.where(ok & (rest > 0), top + xp.log(xp.where(rest > 0, rest, 1.0)), -xp.inf)
+        peak = xp.max(log_value, axis=1)
+        peak = xp.where(xp.isfinite(peak), peak, 0.0)
+        # (b/K) Σ_r I_r with I_r = value_r / b, in log space (values far below 1e-300 keep their digits)
+        out.append(peak + xp.log(xp.sum(xp.exp(log_value - peak[:, None]), axis=1)) - math.log(k_lines))
     return xp.stack(out)
 
 
@@ -192,7 +206,7 @@ def stratified_lines(offset, bins: int, count: int, xp=np):
     return (offset[:, None] + steps[None, :]) % bins
 
 
-def _remove_root(xp, a, dk, own, log_far, v, log_big):
+def _remove_root(xp, sp, a, dk, own, log_far, v, log_big):
     """Root of log S_j(s) = log B along every line (N, b), by Newton from above; -inf when the far
     constant alone reaches B (S > B for every s).
 
@@ -203,13 +217,14 @@ def _remove_root(xp, a, dk, own, log_far, v, log_big):
     start = xp.where(far_ok, log_big + xp.log(-xp.expm1(xp.minimum(gap, 0.0))), 0.0) + 0.5 * v
     if xp is np:
         return np.where(far_ok, _newton_active(a, dk, log_far, v, log_big, start, far_ok), -np.inf)
-    s = start
     ones = xp.ones_like(a[:, :, :1])
     slopes = xp.concatenate([dk * xp.ones_like(a), ones, 0.0 * ones], axis=2)
-    for _ in range(NEWTON_STEPS):
+
+    def step(_, s):
         f, fp = _log_s_minus(xp, a, dk, slopes, log_far, v, log_big, s)
-        s = s - xp.where(far_ok & (f > 0), f / fp, 0.0)
-    return xp.where(far_ok, s, -xp.inf)
+        return s - xp.where(far_ok & (f > 0), f / fp, 0.0)
+
+    return xp.where(far_ok, sp.fori_loop(0, NEWTON_STEPS, step, start), -xp.inf)
 
 
 def _log_s_minus(xp, a, dk, slopes, log_far, v, log_big, s):
@@ -243,8 +258,8 @@ def _newton_active(a, dk, log_far, v, log_big, start, live):
     return flat.reshape(n, b)
 
 
-def add_line_values(xp, sp, g, d, half_diag, var_u, log_b, eps_list):
-    """(|ε|, N) values J of the ADD line estimator along the mean (module docstring).
+def add_line_log_values(xp, sp, g, d, half_diag, var_u, log_b, eps_list):
+    """(|ε|, N) logs of the values J of the ADD line estimator along the mean (module docstring).
 
     ``d`` = G u / (uᵀ G u) with u = 1/b, ``var_u`` = uᵀ G u. The root of S(s) = b/K is found by
     Newton on log S from ŝ = -ε + v̄/2 (where log S >= log(b/K) by Jensen), so every iterate is
@@ -257,21 +272,20 @@ def add_line_values(xp, sp, g, d, half_diag, var_u, log_b, eps_list):
     out = []
     for eps in eps_list:
         log_target = log_b - eps  # log(b/K)
-        s = xp.full(s_mean.shape, -eps + 0.5 * vbar)
-        for _ in range(NEWTON_STEPS):
+        def step(_, s, log_target=log_target):
             terms = a + s[:, None] * d
             top = xp.max(terms, axis=1)
             w = xp.exp(terms - top[:, None])
             total = xp.sum(w, axis=1)
             f = top + xp.log(total) - log_target
-            step = xp.where(f > 0, f * total / xp.sum(w * d, axis=1), 0.0)
-            s = s - step
-            if xp is np and not np.any(step > NEWTON_TOL * (1.0 + np.abs(s))):
-                break
+            return s - xp.where(f > 0, f * total / xp.sum(w * d, axis=1), 0.0)
+
+        s = sp.fori_loop(0, NEWTON_STEPS, step, xp.full(s_mean.shape, -eps + 0.5 * vbar))
         base = sp.log_ndtr(s / sd)
         logs = a + 0.5 * d * d * var_u + sp.log_ndtr((s[:, None] - d * var_u) / sd) - log_target - base[:, None]
         inner = xp.sum(xp.exp(logs), axis=1)  # = (K/b) Σ_k e^{a_k + d_k² v/2} Φ(.)/Φ(s*/√v)
-        out.append(xp.exp(base) * xp.clip(1.0 - inner, 0.0, 1.0))
+        rest = 1.0 - inner
+        out.append(xp.where(rest > 0, base + xp.log(xp.where(rest > 0, xp.minimum(rest, 1.0), 1.0)), -xp.inf))
     return xp.stack(out)
 
 
@@ -280,9 +294,9 @@ def add_bound_log_prob(var_u: float, vbar: float, eps: float) -> float:
     return float(special.log_ndtr((-eps + 0.5 * vbar) / math.sqrt(var_u)))
 
 
-def remove_importance_values(xp, sp, g_noise, comp, mode, u_trunc, g_rows, kriging, thresholds, log_tail_i_k,
-                             half_diag, log_scale, eps_list):
-    """(|ε|, N) values M h/N of the REMOVE importance estimator (module docstring).
+def remove_importance_log_values(xp, sp, g_noise, comp, mode, u_trunc, g_rows, kriging, thresholds, log_tail_i_k,
+                                 half_diag, log_scale, eps_list):
+    """(|ε|, N) logs of the values M h/N of the REMOVE importance estimator (module docstring).
 
     ``comp`` i and ``mode`` k per sample (drawn with probability p_ik / (b M)); ``u_trunc`` in (0, 1];
     ``g_rows`` = G (the mean G e_i of P_i is its row i); ``kriging`` = G / diag(G) (column k is
@@ -299,20 +313,24 @@ def remove_importance_values(xp, sp, g_noise, comp, mode, u_trunc, g_rows, krigi
     x = g - half_diag
     hits = xp.maximum(xp.sum(x >= thresholds, axis=1), 1)
     loss = mk.log_mean_exp(xp, x)
-    scale = math.exp(log_scale)
-    return xp.stack([scale * -xp.expm1(xp.minimum(eps - loss, 0.0)) / hits for eps in eps_list])
+    return xp.stack([log_scale + _log_h(xp, eps - loss) - xp.log(hits.astype(loss.dtype)) for eps in eps_list])
 
 
-def add_importance_values(xp, sp, g_noise, u_trunc, d, half_diag, var_u, log_prob, eps_list, bound):
-    """(|ε|, N) values P_V (1 - K e^L)_+ of the ADD importance estimator: the mean s = mean_k g_k
+def _log_h(xp, gap):
+    """log(1 - e^{gap})_+ = log(-expm1(gap)) for gap < 0, -inf otherwise."""
+    neg = gap < 0
+    return xp.where(neg, xp.log(-xp.expm1(xp.where(neg, gap, -1.0))), -xp.inf)
+
+
+def add_importance_log_values(xp, sp, g_noise, u_trunc, d, half_diag, var_u, log_prob, eps_list, bound):
+    """(|ε|, N) logs of the values P_V (1 - K e^L)_+ of the ADD importance estimator: the mean s = mean_k g_k
     drawn truncated to s < ``bound`` = ŝ(ε0) (log Pr = ``log_prob``), the rest by kriging."""
     sd = math.sqrt(var_u)
     s_new = sd * sp.ndtri_exp(xp.log(u_trunc) + log_prob)
     s_new = xp.minimum(s_new, bound)  # the law has no mass above ŝ; guards the last ulp
     g = g_noise + (s_new - xp.mean(g_noise, axis=1))[:, None] * d
     loss = mk.log_mean_exp(xp, g - half_diag)
-    scale = math.exp(log_prob)
-    return xp.stack([scale * xp.maximum(-xp.expm1(eps + loss), 0.0) for eps in eps_list])
+    return xp.stack([log_prob + _log_h(xp, eps + loss) for eps in eps_list])
 
 
 def remove_thresholds(pair, eps0: float) -> tuple[np.ndarray, np.ndarray, float]:
@@ -389,24 +407,30 @@ class MatrixValueSampler:
             raise ValueError(f"epsilons must be >= eps0={self.eps0}, got min epsilon={min(eps)}")
         pair = self.pair
         g_noise = pair.noise(rng.standard_normal((n, pair.bins)))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.exp(self.log_values(rng, g_noise, n, direction, eps))
+
+    def log_values(self, rng: np.random.Generator, g_noise: np.ndarray, n: int, direction: Direction, eps):
+        """(|ε|, n) logs of the values, from g_noise = L_G ξ and the rest of the draws taken from rng."""
+        pair = self.pair
         if direction is Direction.ADD:
             if self.method == "conditional":
-                return add_line_values(np, NumpySpecial, g_noise, self.d_mean, pair.half_diag, self.var_u,
-                                       pair.log_bins, eps)
+                return add_line_log_values(np, NumpySpecial, g_noise, self.d_mean, pair.half_diag, self.var_u,
+                                           pair.log_bins, eps)
             u = 1.0 - rng.random(n)
-            return add_importance_values(np, NumpySpecial, g_noise, u, self.d_mean, pair.half_diag, self.var_u,
-                                         self.add_log_prob, eps, -self.eps0 + 0.5 * self.vbar)
+            return add_importance_log_values(np, NumpySpecial, g_noise, u, self.d_mean, pair.half_diag, self.var_u,
+                                             self.add_log_prob, eps, -self.eps0 + 0.5 * self.vbar)
         if self.method == "conditional":
             lines = self.lines
             chosen = stratified_lines(rng.integers(0, pair.bins, size=n), pair.bins, self.lines_per_sample)
-            return remove_line_values(np, NumpySpecial, g_noise, chosen,
-                                      (lines.idx, lines.d, lines.mask, lines.self_or_near, lines.v),
-                                      pair.half_diag, [pair.log_bins + e for e in eps], self._top_k)
+            return remove_line_log_values(np, NumpySpecial, g_noise, chosen,
+                                          (lines.idx, lines.d, lines.mask, lines.self_or_near, lines.v),
+                                          pair.half_diag, [pair.log_bins + e for e in eps], self._top_k)
         flat = np.minimum(np.searchsorted(self.cum_p, rng.random(n), side="right"), self.cum_p.size - 1)
         comp, mode = np.divmod(flat, pair.bins)
         u = 1.0 - rng.random(n)
-        return remove_importance_values(np, NumpySpecial, g_noise, comp, mode, u, pair.g, self.kriging,
-                                        self.thresholds, self.log_p[comp, mode], pair.half_diag, self.log_m, eps)
+        return remove_importance_log_values(np, NumpySpecial, g_noise, comp, mode, u, pair.g, self.kriging,
+                                            self.thresholds, self.log_p[comp, mode], pair.half_diag, self.log_m, eps)
 
     def _top_k(self, x: np.ndarray):
         k = self.lines.top

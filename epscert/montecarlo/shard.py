@@ -65,9 +65,9 @@ def run_shard(task: ShardTask, progress: Callable[[int], None] | None = None) ->
     acc = acc_mod.create(directions, len(config.epsilons))
     backend = backends.resolve(config.backend, sampler, method)
     if backend == "jax":
-        from epscert.montecarlo.backends import jax_backend
+        from epscert.montecarlo.backends import jax_backend, jax_matrix
 
-        jax_backend.check_supported(sampler, method)
+        (jax_matrix if config.strategy is not None else jax_backend).check_supported(sampler, method)
         tag = f"jax:{jax_backend.device_name()}"
     else:
         tag = backends.NUMPY_TAG
@@ -77,8 +77,11 @@ def run_shard(task: ShardTask, progress: Callable[[int], None] | None = None) ->
             continue
         if backend == "jax":
             words = shard_key_words(config.seed, key, task.shard_index, _DIRECTION_INDEX[direction])
-            sums = jax_backend.direction_sums(sampler, method, direction, words, task.samples,
-                                              config.epsilons, progress)
+            if config.strategy is not None:
+                sums = jax_matrix.naive_sums(sampler, direction, words, task.samples, config.epsilons, progress)
+            else:
+                sums = jax_backend.direction_sums(sampler, method, direction, words, task.samples,
+                                                  config.epsilons, progress)
             acc = acc_mod.merge([acc, acc_mod.Accumulator(((direction, sums),))])
             continue
         for b, start in enumerate(range(0, task.samples, block)):
@@ -118,9 +121,12 @@ def run_conditional_shard(task: ShardTask, progress: Callable[[int], None] | Non
     acc = acc_mod.create(directions, n_eps, UNIT_LOG2, n_eps * LEVELS)
     backend = backends.resolve(config.backend, sampler, method)
     if backend == "jax":
-        from epscert.montecarlo.backends import jax_backend, jax_conditional
+        from epscert.montecarlo.backends import jax_backend, jax_conditional, jax_matrix
 
-        jax_conditional.check_supported(sampler)
+        if config.strategy is not None:
+            jax_matrix.check_supported(sampler, method)
+        else:
+            jax_conditional.check_supported(sampler)
         tag = f"jax:{jax_backend.device_name()}"
     else:
         tag = backends.NUMPY_TAG
@@ -137,6 +143,11 @@ def run_conditional_shard(task: ShardTask, progress: Callable[[int], None] | Non
                     progress(part.shape[1])
             return acc
 
+        if backend == "jax" and config.strategy is not None:  # log-values on the device, exact sums on the host
+            words = shard_key_words(config.seed, key, task.shard_index, _DIRECTION_INDEX[direction])
+            for y in jax_matrix.value_blocks(sampler, direction, words, task.samples, config.epsilons):
+                acc = fold(acc, y)
+            continue
         if backend == "jax":  # log-sums drawn on the device, values and exact sums on the host
             words = shard_key_words(config.seed, key, task.shard_index, _DIRECTION_INDEX[direction])
             for log_r, log_m in jax_conditional.blocks(sampler, direction, words, task.samples):

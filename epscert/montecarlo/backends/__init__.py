@@ -26,10 +26,14 @@ def jax_has_kernel(sampler: object, method: Method) -> bool:
     """Whether the JAX backend runs (sampler, method): the kernels' own ``check_supported``, the one
     table of what they cover, including the range checks of the conditioning bounds (so ``auto``
     falls back to numpy wherever ``jax`` would refuse). Those modules import JAX only when drawing."""
-    from epscert.montecarlo.backends import jax_backend, jax_conditional
+    from epscert.montecarlo.backends import jax_backend, jax_conditional, jax_matrix
+    from epscert.montecarlo.matrix_values import MatrixValueSampler
+    from epscert.montecarlo.samplers.matrix_pair import MatrixPairSampler
 
     try:
-        if isinstance(sampler, ConditionalSampler):
+        if isinstance(sampler, (MatrixPairSampler, MatrixValueSampler)):
+            jax_matrix.check_supported(sampler, method)
+        elif isinstance(sampler, ConditionalSampler):
             if not method.is_conditional:
                 return False
             jax_conditional.check_supported(sampler)

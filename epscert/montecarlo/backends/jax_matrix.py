@@ -1,0 +1,232 @@
+"""JAX kernels of the matrix-mechanism pair: ``naive`` losses, ``conditional`` and ``importance`` values.
+
+The arithmetic is the numpy samplers' own (:mod:`epscert.montecarlo.matrix_kernels`,
+:mod:`epscert.montecarlo.matrix_values`): those functions take the array namespace and the
+special functions as arguments, and here they get ``jax.numpy``, jax.scipy's ``log_ndtr``, the
+backend's ``ndtri_exp`` and ``lax.fori_loop`` (a fixed NEWTON_STEPS iterations: Newton from above on
+the convex log S converges monotonically, and the numpy path stops early only once no entry moves).
+
+Stream (SPEC §10, as :mod:`epscert.montecarlo.backends.jax_backend`): the base key of one
+direction of one shard is built from :func:`epscert.rng.shard_key_words`; block b uses
+``fold_in(base, b)``, split into the keys of its draws. The block size depends on the
+configuration and the shard's sample count only, so CPU and GPU draw the same numbers.
+
+Precision: float64 throughout. ``naive`` losses are reduced on the device to the exact integer
+grid sums of :func:`epscert.montecarlo.backends.jax_backend.grid_halves`. The value estimators
+return the *logs* of their values (formed in log space on the device, so XLA's flush of subnormal
+results cannot touch them); the host exponentiates them in IEEE float64 and sums them exactly
+(units 2**-1126) with the numpy path's code.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from epscert.montecarlo import matrix_kernels as mk
+from epscert.montecarlo import matrix_values as mv
+from epscert.montecarlo.accumulator import DirectionSums
+from epscert.montecarlo.backends.jax_backend import FETCH_EVERY, block_size, grid_halves
+from epscert.montecarlo.backends.jax_orderstats import ndtri_exp
+from epscert.montecarlo.samplers.matrix_pair import MatrixPairSampler
+from epscert.params import Direction, Method
+
+_LO_BITS = 26
+
+
+class JaxSpecial:
+    """The special functions and loop of :class:`epscert.montecarlo.matrix_values.NumpySpecial`, for JAX."""
+
+    @staticmethod
+    def log_ndtr(x):
+        from jax.scipy.special import log_ndtr
+
+        return log_ndtr(x)
+
+    ndtri_exp = staticmethod(ndtri_exp)
+
+    @staticmethod
+    def fori_loop(lower, upper, body, value):
+        import jax
+
+        return jax.lax.fori_loop(lower, upper, body, value)
+
+
+def check_supported(sampler, method: Method) -> None:
+    """Raise ValueError (before any work) when there is no matrix kernel for the request."""
+    if isinstance(sampler, MatrixPairSampler) and method is Method.NAIVE:
+        return
+    if isinstance(sampler, mv.MatrixValueSampler) and method.value == sampler.method:
+        return
+    raise ValueError(f"backend='jax' has matrix-mechanism kernels for naive, importance and conditional only, "
+                     f"got method={method.value!r} with {type(sampler).__name__}")
+
+
+def _factor(pair, jnp):
+    return pair.factor_tuple(jnp)
+
+
+def _width(sampler) -> int:
+    if isinstance(sampler, mv.MatrixValueSampler) and sampler.method == "conditional":
+        return 4 * sampler.lines_per_sample * (sampler.lines.width + 2)
+    pair = sampler.pair
+    return 4 * pair.bins
+
+
+def naive_sums(sampler: MatrixPairSampler, direction: Direction, key_words: np.ndarray, samples: int,
+               epsilons: tuple[float, ...], progress=None) -> DirectionSums:
+    """Exact sums (count, ΣY, ΣY² on the 2**-52 grid) of ``samples`` naive losses of one direction."""
+    import jax
+
+    n_block = block_size(_width(sampler), samples)
+    fn = _naive_compiled(sampler.pair, direction.value, n_block)
+    n_eps = len(epsilons)
+    totals = [0] * (2 * n_eps)
+    nan_count = 0
+    with jax.enable_x64(True):
+        base = jax.random.wrap_key_data(np.asarray(key_words, dtype=np.uint32), impl="threefry2x32")
+        eps = jax.numpy.asarray(epsilons, dtype=jax.numpy.float64)
+        pending: list = []
+        starts = list(range(0, samples, n_block))
+        for b, start in enumerate(starts):
+            valid = min(n_block, samples - start)
+            pending.append((valid, fn(base, b, valid, eps)))
+            if len(pending) == FETCH_EVERY or b == len(starts) - 1:
+                for valid, (hi, lo, nans) in pending:
+                    hi, lo = np.asarray(hi).tolist(), np.asarray(lo).tolist()
+                    totals = [t + (h << _LO_BITS) + lo_ for t, h, lo_ in zip(totals, hi, lo)]
+                    nan_count += int(nans)
+                    if progress is not None:
+                        progress(valid)
+                pending = []
+    if nan_count:
+        raise FloatingPointError("a sampled privacy loss is NaN")
+    return DirectionSums(samples, tuple(totals[:n_eps]), tuple(totals[n_eps:]))
+
+
+def naive_losses(sampler: MatrixPairSampler, direction: Direction, key_words: np.ndarray, block_index: int,
+                 n_block: int) -> np.ndarray:
+    """The float64 losses of one block, on the host (tests and benchmarks)."""
+    import jax
+
+    fn = _naive_loss_fn(sampler.pair, direction.value, n_block)
+    with jax.enable_x64(True):
+        base = jax.random.wrap_key_data(np.asarray(key_words, dtype=np.uint32), impl="threefry2x32")
+        return np.asarray(fn(base, block_index))
+
+
+@functools.lru_cache(maxsize=16)
+def _naive_loss_fn(pair, direction: str, n: int):
+    """Keyed by the pair (cached per strategy, b and σ), so every shard reuses the compiled kernel."""
+    import jax
+    import jax.numpy as jnp
+
+    remove = direction == Direction.REMOVE.value
+    with jax.enable_x64(True):
+        g_rows = jnp.asarray(pair.g)
+        half = jnp.asarray(pair.half_diag)
+        factor = _factor(pair, jnp)
+
+    def losses(base, b):
+        k_z, k_i = jax.random.split(jax.random.fold_in(base, b))
+        z = jax.random.normal(k_z, (n, pair.bins), dtype=jnp.float64)
+        shift = g_rows[jax.random.randint(k_i, (n,), 0, pair.bins)] if remove else None
+        return mk.naive_losses(jnp, mk.apply_factor(jnp, z, factor), shift, half, remove)
+
+    return jax.jit(losses)
+
+
+@functools.lru_cache(maxsize=16)
+def _naive_compiled(pair, direction: str, n: int):
+    import jax
+    import jax.numpy as jnp
+
+    loss_fn = _naive_loss_fn(pair, direction, n)
+
+    def block_sums(base, b, valid, eps):
+        ell = loss_fn(base, b)
+        mask = jnp.arange(n) < valid
+        y = jnp.clip(-jnp.expm1(jnp.minimum(eps[:, None] - ell[None, :], 0.0)), 0.0, 1.0)
+        y = jnp.where(mask[None, :] & ~jnp.isnan(ell)[None, :], y, 0.0)
+        hi_y, lo_y = grid_halves(y)
+        hi_y2, lo_y2 = grid_halves(y * y)
+        return jnp.concatenate([hi_y, hi_y2]), jnp.concatenate([lo_y, lo_y2]), jnp.sum(jnp.isnan(ell) & mask)
+
+    return jax.jit(block_sums)
+
+
+def value_blocks(sampler: mv.MatrixValueSampler, direction: Direction, key_words: np.ndarray, samples: int,
+                 epsilons: tuple[float, ...]):
+    """Yield (|ε|, n) float64 value arrays on the host, block by block (``samples`` in total)."""
+    import jax
+
+    n_block = block_size(_width(sampler), samples)
+    fn = _value_fn(sampler.pair, sampler.method, sampler.eps0, direction.value, n_block,
+                   tuple(float(e) for e in epsilons))
+    with jax.enable_x64(True):
+        base = jax.random.wrap_key_data(np.asarray(key_words, dtype=np.uint32), impl="threefry2x32")
+        pending: list = []
+        starts = list(range(0, samples, n_block))
+        for b, start in enumerate(starts):
+            valid = min(n_block, samples - start)
+            pending.append((valid, fn(base, b)))
+            if len(pending) == FETCH_EVERY or b == len(starts) - 1:
+                for valid, logs in pending:
+                    with np.errstate(under="ignore"):
+                        yield np.exp(np.asarray(logs)[:, :valid])
+                pending = []
+
+
+@functools.lru_cache(maxsize=16)
+def _value_fn(pair, method: str, eps0: float, direction: str, n: int, epsilons: tuple[float, ...]):
+    """jit(base key, block index) -> (|ε|, n) logs of the values of one block."""
+    import jax
+    import jax.numpy as jnp
+
+    sampler = mv.MatrixValueSampler(pair, method, eps0)
+    b = pair.bins
+    eps = list(epsilons)
+    sp = JaxSpecial
+    with jax.enable_x64(True):
+        factor = _factor(pair, jnp)
+        half = jnp.asarray(pair.half_diag)
+        g_rows = jnp.asarray(pair.g)
+        d_mean = jnp.asarray(sampler.d_mean)
+        if sampler.method == "conditional":
+            lines = sampler.lines
+            consts = (jnp.asarray(lines.idx), jnp.asarray(lines.d), jnp.asarray(lines.mask),
+                      jnp.asarray(lines.self_or_near), jnp.asarray(lines.v))
+        else:
+            kriging = jnp.asarray(sampler.kriging)
+            thresholds = jnp.asarray(sampler.thresholds)
+            log_p = jnp.asarray(sampler.log_p)
+            log_p_flat = jnp.asarray(sampler.log_p.ravel())
+
+    def top_k(x):
+        return jax.lax.top_k(x, sampler.lines.top)
+
+    def values(base, blk):
+        k_z, k_a, k_b = jax.random.split(jax.random.fold_in(base, blk), 3)
+        z = jax.random.normal(k_z, (n, b), dtype=jnp.float64)
+        g = mk.apply_factor(jnp, z, factor)
+        if direction == Direction.ADD.value:
+            if sampler.method == "conditional":
+                return mv.add_line_log_values(jnp, sp, g, d_mean, half, sampler.var_u, pair.log_bins, eps)
+            u = 1.0 - jax.random.uniform(k_a, (n,), dtype=jnp.float64)
+            return mv.add_importance_log_values(jnp, sp, g, u, d_mean, half, sampler.var_u, sampler.add_log_prob,
+                                                eps, -sampler.eps0 + 0.5 * sampler.vbar)
+        if sampler.method == "conditional":
+            offset = jax.random.randint(k_a, (n,), 0, b)
+            chosen = mv.stratified_lines(offset, b, sampler.lines_per_sample, jnp)
+            return mv.remove_line_log_values(jnp, sp, g, chosen, consts, half, [pair.log_bins + e for e in eps],
+                                             top_k)
+        flat = jax.random.categorical(k_a, log_p_flat, shape=(n,))
+        comp, mode = flat // b, flat % b
+        u = 1.0 - jax.random.uniform(k_b, (n,), dtype=jnp.float64)
+        return mv.remove_importance_log_values(jnp, sp, g, comp, mode, u, g_rows, kriging, thresholds,
+                                               log_p[comp, mode], half, sampler.log_m, eps)
+
+    return jax.jit(values)
+
+

@@ -1,0 +1,78 @@
+"""The matrix mechanism on the JAX backend (CPU): same arithmetic as numpy, its own stream.
+
+Skipped without JAX. Statistical checks have a fixed seed and state their false-failure probability.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy import special
+
+jax = pytest.importorskip("jax", reason="JAX is not installed: pip install -e '.[jax]' to test the JAX backend")
+
+import epscert  # noqa: E402
+from epscert.montecarlo import matrix_kernels as mk  # noqa: E402
+from epscert.montecarlo import matrix_values as mv  # noqa: E402
+from epscert.montecarlo.backends import jax_matrix  # noqa: E402
+from epscert.montecarlo.samplers.matrix_pair import MatrixPair  # noqa: E402
+from epscert.strategies import toeplitz_strategy  # noqa: E402
+
+C_COL = special.comb(2 * np.arange(8), np.arange(8)) / 4.0 ** np.arange(8)
+
+
+def _pair(sigma=2.0, n=400, b=20):
+    return MatrixPair(toeplitz_strategy(C_COL, n).gram(b), sigma)
+
+
+def test_the_same_inputs_give_the_same_values_on_both_namespaces():
+    """The kernels are one source: on identical inputs numpy and jax.numpy agree to float64 round-off."""
+    pair = _pair()
+    rng = np.random.default_rng(0)
+    z = rng.standard_normal((64, pair.bins))
+    g = pair.noise(z)
+    sampler = mv.MatrixValueSampler(pair, "conditional", 1.0)
+    lines = mv.stratified_lines(rng.integers(0, pair.bins, size=64), pair.bins, sampler.lines_per_sample)
+    consts = (sampler.lines.idx, sampler.lines.d, sampler.lines.mask, sampler.lines.self_or_near, sampler.lines.v)
+    eps = [1.0, 2.0]
+    host = mv.remove_line_log_values(np, mv.NumpySpecial, g, lines, consts, pair.half_diag,
+                                     [pair.log_bins + e for e in eps], sampler._top_k)
+    with jax.enable_x64(True):
+        jnp = jax.numpy
+        dev = mv.remove_line_log_values(jnp, jax_matrix.JaxSpecial, jnp.asarray(g), jnp.asarray(lines),
+                                        tuple(jnp.asarray(c) for c in consts), jnp.asarray(pair.half_diag),
+                                        [pair.log_bins + e for e in eps], lambda x: jax.lax.top_k(x, sampler.lines.top))
+        add_host = mv.add_line_log_values(np, mv.NumpySpecial, g, sampler.d_mean, pair.half_diag, sampler.var_u,
+                                          pair.log_bins, eps)
+        add_dev = mv.add_line_log_values(jnp, jax_matrix.JaxSpecial, jnp.asarray(g), jnp.asarray(sampler.d_mean),
+                                         jnp.asarray(pair.half_diag), sampler.var_u, pair.log_bins, eps)
+        loss_dev = mk.naive_losses(jnp, jnp.asarray(g), None, jnp.asarray(pair.half_diag), False)
+    np.testing.assert_allclose(np.exp(np.asarray(dev)), np.exp(host), rtol=1e-9, atol=0)
+    np.testing.assert_allclose(np.exp(np.asarray(add_dev)), np.exp(add_host), rtol=1e-9, atol=0)
+    np.testing.assert_allclose(np.asarray(loss_dev), mk.naive_losses(np, g, None, pair.half_diag, False), rtol=1e-12)
+
+
+@pytest.mark.parametrize("method", ["naive", pytest.param("importance", marks=pytest.mark.slow),
+                                    pytest.param("conditional", marks=pytest.mark.slow)])
+def test_jax_and_numpy_agree_within_clt(method):
+    """Different streams, same law: |difference| <= 4.5 combined SE for 8 statistics per method.
+    False-failure probability <= 8 * 2 Φ(-4.5) < 6e-5."""
+    st = toeplitz_strategy(C_COL, 400)
+    kw = dict(sampler="balls_and_bins_persistent", sigma=2.0, steps=20, epsilons=[1.0, 2.0], method=method,
+              samples=3000, strategy=st)
+    rows = {b: [r for r in epscert.certify(backend=b, **kw).to_pylist() if r["direction"] != "both"]
+            for b in ("numpy", "jax")}
+    for a, j in zip(rows["numpy"], rows["jax"]):
+        assert (a["direction"], a["epsilon"]) == (j["direction"], j["epsilon"])
+        assert j["backend"] == "jax" and a["backend"] == "numpy"
+        se = np.hypot(a["std_error"], j["std_error"])
+        assert abs(a["delta"] - j["delta"]) <= 4.5 * se + 1e-12, (a, j)
+
+
+def test_jax_rows_are_deterministic_and_refuse_order_stats():
+    kw = dict(sampler="balls_and_bins_persistent", sigma=2.0, steps=20, epsilons=[1.0, 2.0], method="naive",
+              samples=3000, strategy=toeplitz_strategy(C_COL, 400), backend="jax")
+    first = epscert.certify(**kw).column("delta").to_pylist()
+    assert epscert.certify(**kw).column("delta").to_pylist() == first
+    with pytest.raises(ValueError, match="matrix mechanism"):
+        epscert.certify(**{**kw, "method": "order_stats"})
