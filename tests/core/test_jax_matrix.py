@@ -39,13 +39,15 @@ def test_the_same_inputs_give_the_same_values_on_both_namespaces():
                                      [pair.log_bins + e for e in eps], sampler._top_k)
     with jax.enable_x64(True):
         jnp = jax.numpy
-        dev = mv.remove_line_log_values(jnp, jax_matrix.JaxSpecial, jnp.asarray(g), jnp.asarray(lines),
-                                        tuple(jnp.asarray(c) for c in consts), jnp.asarray(pair.half_diag),
-                                        [pair.log_bins + e for e in eps], lambda x: jax.lax.top_k(x, sampler.lines.top))
+        remove = jax.jit(lambda g_, l_: mv.remove_line_log_values(
+            jnp, jax_matrix.JaxSpecial, g_, l_, tuple(jnp.asarray(c) for c in consts), jnp.asarray(pair.half_diag),
+            [pair.log_bins + e for e in eps], lambda x: jax.lax.top_k(x, sampler.lines.top)))
+        dev = remove(jnp.asarray(g), jnp.asarray(lines))
         add_host = mv.add_line_log_values(np, mv.NumpySpecial, g, sampler.d_mean, pair.half_diag, sampler.var_u,
                                           pair.log_bins, eps)
-        add_dev = mv.add_line_log_values(jnp, jax_matrix.JaxSpecial, jnp.asarray(g), jnp.asarray(sampler.d_mean),
-                                         jnp.asarray(pair.half_diag), sampler.var_u, pair.log_bins, eps)
+        add_dev = jax.jit(lambda g_: mv.add_line_log_values(
+            jnp, jax_matrix.JaxSpecial, g_, jnp.asarray(sampler.d_mean), jnp.asarray(pair.half_diag), sampler.var_u,
+            pair.log_bins, eps))(jnp.asarray(g))
         loss_dev = mk.naive_losses(jnp, jnp.asarray(g), None, jnp.asarray(pair.half_diag), False)
     np.testing.assert_allclose(np.exp(np.asarray(dev)), np.exp(host), rtol=1e-9, atol=0)
     np.testing.assert_allclose(np.exp(np.asarray(add_dev)), np.exp(add_host), rtol=1e-9, atol=0)

@@ -48,9 +48,20 @@ class JaxSpecial:
 
     @staticmethod
     def fori_loop(lower, upper, body, value):
+        """body(i, value) for i in [lower, upper), stopping once no entry moves (as the numpy twin)."""
         import jax
+        import jax.numpy as jnp
 
-        return jax.lax.fori_loop(lower, upper, body, value)
+        def cond(state):
+            i, _, moving = state
+            return (i < upper) & moving
+
+        def step(state):
+            i, v, _ = state
+            new = body(i, v)
+            return i + 1, new, jnp.any((new != v) & jnp.isfinite(new))
+
+        return jax.lax.while_loop(cond, step, (lower, value, jnp.asarray(True)))[1]
 
 
 def check_supported(sampler, method: Method) -> None:
