@@ -213,8 +213,8 @@ def _remove_root(xp, sp, a, dk, own, log_far, v, log_big):
     S(s) >= e^{s - v/2} + F, so s_0 = log(B - F) + v/2 has log S(s_0) >= log B: the start is above
     the root, and Newton on the convex increasing log S stays above it and decreases to it."""
     far_ok = log_far < log_big
-    gap = xp.where(far_ok, log_far - log_big, -1.0)
-    start = xp.where(far_ok, log_big + xp.log(-xp.expm1(xp.minimum(gap, 0.0))), 0.0) + 0.5 * v
+    gap = xp.where(far_ok, log_far - log_big, -1.0)  # finite everywhere: no log(0) on the masked lanes
+    start = xp.where(far_ok, log_big + xp.log(-xp.expm1(gap)), 0.0) + 0.5 * v
     if xp is np:
         return np.where(far_ok, _newton_active(a, dk, log_far, v, log_big, start, far_ok), -np.inf)
     ones = xp.ones_like(a[:, :, :1])

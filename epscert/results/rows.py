@@ -302,7 +302,9 @@ def analytic_bounds(config: CertifyConfig, method: Method, direction: Direction,
         lower = monotone_lower(grid, np.where(beyond, 0.0, np.minimum(np.clip(lower, 0.0, 1.0), cap)))
     if upper is not None:
         upper = monotone_upper(grid, np.clip(upper, 0.0, 1.0))
-    if guarantee == "exact":
+    if guarantee == "exact" and config.strategy is not None:  # one bin: the Gaussian mechanism of its mode
+        delta = np.clip(0.5 * (lower + upper), lower, upper)
+    elif guarantee == "exact":
         delta = np.clip(deterministic_delta(config.sigma, config.epochs, eps), lower, upper)
     else:
         delta = upper if lower is None else lower
