@@ -98,15 +98,16 @@ def test_identity_strategy_coverage(method):
 
 
 SLOW = {"naive": 5000, "importance": 5000, "conditional": 800}
+BANDED = dict(sigma=3.0, n=200, b=20, eps=(1.0, 2.0), bands=8)
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("method", sorted(SLOW))
-def test_banded_strategy_coverage(method):
-    sigma, n, b, eps = 3.0, 200, 20, (1.0, 2.0)
-    strategy = toeplitz_strategy(binomial_c_col(8), n)
-    reference = epscert.certify(sampler="balls_and_bins_persistent", sigma=sigma, steps=b, epsilons=list(eps),
-                                method="conditional", samples=100_000, seed=99, strategy=strategy)
+@pytest.fixture(scope="module")
+def banded_reference():
+    """(strategy, truth, truth_se): a 100 000-sample conditional run on the banded strategy."""
+    strategy = toeplitz_strategy(binomial_c_col(BANDED["bands"]), BANDED["n"])
+    eps = BANDED["eps"]
+    reference = epscert.certify(sampler="balls_and_bins_persistent", sigma=BANDED["sigma"], steps=BANDED["b"],
+                                epsilons=list(eps), method="conditional", samples=100_000, seed=99, strategy=strategy)
     truth, truth_se, rse = {}, {}, []
     for d in ("remove", "add"):
         rows = [row(reference, method="conditional", direction=d, epsilon=e) for e in eps]
@@ -114,4 +115,12 @@ def test_banded_strategy_coverage(method):
         truth_se[d] = np.array([r["std_error"] for r in rows])
         rse += [r["std_error"] / r["delta"] for r in rows]
     assert max(rse) < 0.005, rse  # the reference's own error is small against one run's spread
-    run_coverage(strategy, sigma, b, eps, method, SLOW[method], 300, truth, truth, seed0=5000, truth_se=truth_se)
+    return strategy, truth, truth_se
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("method", sorted(SLOW))
+def test_banded_strategy_coverage(method, banded_reference):
+    strategy, truth, truth_se = banded_reference
+    run_coverage(strategy, BANDED["sigma"], BANDED["b"], BANDED["eps"], method, SLOW[method], 300, truth, truth,
+                 seed0=5000, truth_se=truth_se)
