@@ -31,7 +31,7 @@ def test_quick_mode_runs_and_saves_its_figures(tmp_path, capsys):
     for c in saved["certification"]:
         assert c["steps"] and c["search_cpu_s"] > 0
         for step in c["steps"]:  # every step's certificate contains its estimate (by construction)
-            assert step["ucb"] >= step["delta"] > 0
+            assert step["ucb"] >= step["delta"] >= 0  # a Monte Carlo mean may be 0 at small δ
             assert step["lcb"] is None or step["lcb"] <= step["delta"]
     out = capsys.readouterr().out
     assert "Part 1" in out and "Part 2" in out and "saved" in out
