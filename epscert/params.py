@@ -548,6 +548,16 @@ class CertifyConfig:
         set_("resolved", tuple(dict.fromkeys(Method.CONDITIONAL if m is Method.AUTO else m for m in self.methods)))
         if self.shards > self.samples and any(m.is_monte_carlo for m in self.resolved):
             raise ValueError(f"shards must be <= samples, got shards={self.shards}, samples={self.samples}")
+        brackets = (Method.INDEPENDENT_LOWER_BOUND, Method.PLD_UPPER, Method.PLD_LOWER)
+        if b > 1 and any(m in brackets for m in self.resolved):
+            v_min = float(self.strategy.gram(b).g0.diagonal().min()) / self.sigma**2
+            if not v_min > 0.0:
+                raise ValueError("a mode of this strategy has zero norm (is c_col[0] = 0?): the Balls-and-Bins "
+                                 "bracket of independent_lower_bound / pld_* does not apply")
+            if 1.0 / math.sqrt(v_min) < BRACKET_MIN_SIGMA:
+                raise ValueError(f"independent_lower_bound / pld_* use the Balls-and-Bins bracket at sigma_eff = "
+                                 f"1/sqrt(min_j G_jj) = {1.0 / math.sqrt(v_min):.4g}, below its limit "
+                                 f"{BRACKET_MIN_SIGMA} (sigma={self.sigma}); use a Monte Carlo method")
         if self.backend == "jax":
             for m in self.resolved:
                 if m.is_monte_carlo and m.value not in JAX_MATRIX_KERNELS:

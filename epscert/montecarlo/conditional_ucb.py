@@ -166,6 +166,9 @@ def remove_tails(sigma: float, steps: int, epsilon: float, value_range: float,
     tails = np.empty(LEVELS)
     tails[0] = 0.0
     for k in range(1, LEVELS):
+        if not taus[k] > 0.0:  # the level underflowed (a range near the smallest normal): unused
+            tails[k] = math.inf
+            continue
         gk = level_threshold(float(taus[k]), sigma)
         if gk > g[0]:  # s*_k < 0: the level bounds nothing without sampling
             tails[k] = value_range

@@ -386,6 +386,10 @@ class MatrixValueSampler:
     def value_range(self, direction: Direction, epsilons) -> np.ndarray:
         """B(ε) >= every value: REMOVE conditional Σ_j δ_G(ε; √v_j) (upper side of the certified
         Gaussian bracket), importance M; ADD Φ(ŝ(ε)/√v_u) (importance: at ε0), rounded up."""
+        return np.maximum(self._range(direction, epsilons), np.finfo(np.float64).tiny)  # a range that underflowed
+        # is below the smallest normal, so the smallest normal still bounds every value
+
+    def _range(self, direction: Direction, epsilons) -> np.ndarray:
         eps = np.asarray(epsilons, dtype=np.float64)
         up = 1.0 + 4 * FLOAT_REL
         if direction is Direction.ADD:

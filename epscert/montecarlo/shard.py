@@ -183,7 +183,8 @@ def estimated_seconds(config: CertifyConfig, method: Method, samples: int | None
     """Rough single-core time to draw ``samples`` samples of ``method`` (both directions)."""
     sampler = value_sampler(config, method) if uses_values(config, method) else loss_sampler(config, method)
     n = config.samples if samples is None else samples
-    per_sample = sampler.width() * config.epochs * len(config.direction.parts())
+    cycles = 1 if config.strategy is not None else config.epochs  # a matrix sampler's width covers every cycle
+    per_sample = sampler.width() * cycles * len(config.direction.parts())
     if method.uses_order_stats:
         per_sample *= ORDER_STATS_RANK_FACTOR
     return n * per_sample * SECONDS_PER_COORDINATE

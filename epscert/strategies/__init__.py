@@ -67,8 +67,9 @@ class Strategy:
         if self.kind == "toeplitz":
             if n > MAX_ITERATIONS:
                 raise ValueError(f"iterations must be <= {MAX_ITERATIONS}, got iterations={n}")
-            col = check_c_col(self.c_col)
-            object.__setattr__(self, "c_col", tuple(float(v) for v in col[:n]))  # bands past n never act
+            col = check_c_col(self.c_col)[:n]  # bands past n never act
+            col = col[: int(np.flatnonzero(col)[-1]) + 1] if np.any(col) else col  # trailing zeros: the same C
+            object.__setattr__(self, "c_col", tuple(float(v) for v in col))
             digest = hashlib.sha256(np.asarray(self.c_col, dtype=np.float64).tobytes()).hexdigest()
             object.__setattr__(self, "sha256", digest)
             return
