@@ -4,6 +4,10 @@ For a configuration (σ, T, E, ε grid, direction) the comparison users ask for 
 deterministic batching (exact), Poisson (dp_accounting PLD upper and lower), and the
 shuffle and Balls-and-Bins lower bounds. Each comes back as its own (config, method)
 task so that a pipeline can compute them in a parallel branch.
+
+A matrix mechanism (a configuration with a strategy) has no DP-SGD baseline: its pair depends
+on C. Its baselines are its own deterministic bounds (:mod:`epscert.allocation.matrix`), the
+independent-modes lower bound and the comonotone Gaussian upper bound (:data:`MATRIX_BASELINES`).
 """
 
 from __future__ import annotations
@@ -21,8 +25,14 @@ BASELINES: tuple[tuple[Sampler, Method], ...] = (
 )
 
 
+#: The baselines of a matrix mechanism: its deterministic lower and upper bounds.
+MATRIX_BASELINES = (Method.INDEPENDENT_LOWER_BOUND, Method.COMONOTONE_UPPER_BOUND)
+
+
 def baseline_tasks(config: CertifyConfig) -> list[tuple[CertifyConfig, Method]]:
     """(configuration, analytic method) pairs for the baselines of ``config``'s (σ, T, E, ε)."""
+    if config.strategy is not None:
+        return [(dataclasses.replace(config, methods=(m,)), m) for m in MATRIX_BASELINES]
     tasks = []
     for sampler, method in BASELINES:
         truncation = {}
