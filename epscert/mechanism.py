@@ -168,6 +168,9 @@ def mechanism_settings(strategy: Strategy | None, *, sampler: Any = None, steps:
     ``balls_and_bins`` and ``steps`` passes through (None if not given: the caller says what it needs).
     """
     mech = check_mechanism(mechanism)
+    if strategy is not None and not isinstance(strategy, Strategy):
+        raise ValueError(f"strategy must be an epscert.strategies.Strategy (toeplitz_strategy or dense_strategy), "
+                         f"got strategy={show(strategy)}")
     if strategy is None:
         if mech == "bandmf":
             raise ValueError("mechanism='bandmf' needs a strategy: c_col (with iterations) or strategy_matrix")
