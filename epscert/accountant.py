@@ -71,6 +71,12 @@ class Accountant:
     dataset_size // batch_size, the full batches of an epoch). ``dataset_size`` with
     ``max_batch_size`` asks for truncated batches. ``progress`` receives
     :class:`epscert.progress.ProgressUpdate` s of long computations (None: silent).
+
+    A matrix mechanism (DP-FTRL / BandMF): ``strategy`` (:func:`epscert.strategies.toeplitz_strategy`
+    or :func:`~epscert.strategies.dense_strategy`) and ``cycle_length`` b (an alias of ``steps``); the
+    sampler is then ``balls_and_bins_persistent`` (:func:`epscert.mechanism.mechanism_settings`) and
+    ``method='auto'`` takes the tightest of the matrix candidates
+    (:data:`epscert.inverse.best.MATRIX_CANDIDATES`).
     """
 
     def __init__(self, noise_multiplier: float, steps: int | None = None, epochs: int = 1,
@@ -97,8 +103,8 @@ class Accountant:
         if not self.auto:
             check_certifiable(self.config, self.method)
         if not self.auto and not self.method.is_monte_carlo and self.method not in _UPPER_ANALYTIC:
-            raise ValueError(f"method must give an upper bound on both δ(ε) and ε(δ) (Monte Carlo, exact or pld_upper), "
-                             f"got method={method!r}")
+            raise ValueError(f"method must give an upper bound on both δ(ε) and ε(δ) (Monte Carlo, exact, pld_upper "
+                             f"or comonotone_upper_bound), got method={method!r}")
         self.progress = progress
         self.last_table: pa.Table | None = None
         self.last_certificate: Certificate | None = None

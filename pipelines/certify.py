@@ -62,8 +62,8 @@ def _names(kind) -> str:
 def build_parser(prog: str = PROG) -> ArgumentParser:
     parser = ArgumentParser(
         prog=prog,
-        description="Certify delta(epsilon) of one DP-SGD configuration with sharded Monte Carlo "
-                    "sampling, next to its analytic baselines. Flags not listed here go to Beam "
+        description="Certify delta(epsilon) of one DP-SGD configuration, or of a matrix mechanism (BandMF: "
+                    "--c-col or --strategy-matrix), with sharded Monte Carlo sampling, next to its analytic baselines. Flags not listed here go to Beam "
                     "(e.g. --runner, --direct_num_workers=2 --direct_running_mode=multi_processing). "
                     "Hyphenated flags also take Beam-style underscores (--error_prob).",
     )

@@ -66,6 +66,7 @@ from epscert.inverse.epsilon_at_delta import analytic_epsilon_rows, check_deltas
 from epscert.params import (BRACKET_MAX_EPOCHS, BRACKET_MAX_STEPS, BRACKET_MIN_SIGMA, SUPPORTED_METHODS,
                             CertifyConfig, Method, Sampler, check_float)
 from epscert.progress import Callback, ProgressMeter
+from epscert.results.baselines import independent_bound_applies
 from epscert.results.rows import analytic_rows
 from epscert.results.tables import certify_config
 
@@ -220,6 +221,8 @@ def _matrix_candidate(config: CertifyConfig, method: Method) -> CertifyConfig | 
         k = strategy.iterations // b  # G = (c² k / σ²) I: Balls-and-Bins of b steps at σ/(c √k)
         if config.sigma / (strategy.c_col[0] * math.sqrt(k)) < BRACKET_MIN_SIGMA:
             return None
+    if method is Method.INDEPENDENT_LOWER_BOUND and not independent_bound_applies(config):
+        return None
     if method is Method.AUTO:
         mc = [m for m in config.resolved if m.is_monte_carlo]
         return dataclasses.replace(config, methods=(mc[0],)) if mc else None
@@ -252,8 +255,12 @@ def _relabel(rows: list[dict], config: CertifyConfig, dominated: bool) -> list[d
     return [dict(r, sampler=config.sampler.value, guarantee="upper_bound", bound=DOMINATION_BOUND) for r in rows]
 
 
-def _mc_note(config: CertifyConfig, method: Method, delta: float, wall: float) -> tuple[str, int, float]:
+def _mc_note(config: CertifyConfig, method: Method, delta: float, wall: float) -> tuple[str, int | None, float | None]:
     directions = len(config.direction.parts())
+    if config.strategy is not None:  # value estimators with ranges B(ε) < 1: no [0, 1] sample floor applies
+        return (f"Monte Carlo ({method.value}, {config.samples} samples per direction, β={config.error_prob:g}) "
+                f"certified no finite ε at δ={delta:g} on its grid: more samples, or a larger δ, may; "
+                f"'epscert certify --target-rel-width' shows how its bounds narrow with samples."), None, None
     need = samples_needed(delta, config.error_prob, directions)
     seconds = wall * need / config.samples
     rate = directions * config.samples / wall if wall > 0 else math.inf

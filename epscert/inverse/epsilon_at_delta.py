@@ -222,7 +222,8 @@ def mc_epsilon_rows(config: CertifyConfig, method: Method, deltas: Sequence[floa
         row.update(quantity="epsilon_at_delta", target_delta=delta, delta=delta, epsilon_upper=eps_up,
                    epsilon_lower=eps_low, samples=config.samples, error_prob=config.error_prob, seed=str(config.seed),
                    orders=config.orders if method.uses_order_stats else None,
-                   bound=MATRIX_GRID_BOUND if two_sided else "kl_chernoff_shared_grid", truncation_penalty=pen_cap if config.truncated else None,
+                   bound=MATRIX_GRID_BOUND if two_sided else "kl_chernoff_shared_grid",
+                   truncation_penalty=pen_cap if config.truncated else None,
                    guarantee="conjecture" if config.sampler in (Sampler.SHUFFLE, Sampler.SHUFFLE_PERSISTENT)
                    else "mc_upper_confidence")
         rows.append(row)

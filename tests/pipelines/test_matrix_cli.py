@@ -50,6 +50,13 @@ def test_matrix_baselines_are_its_own_deterministic_bounds():
         "comonotone_upper_bound", "conditional", "independent_lower_bound"]  # not twice
 
 
+def test_the_independent_bound_is_left_out_below_the_brackets_sigma():
+    """σ_eff = σ/‖C x_j‖ below 0.3 is outside the Balls-and-Bins bracket (it would fail after the sampling)."""
+    job = certify.prepare(["--c-col", "3,1", "--iterations", "40", "--cycle-length", "4", "--sigma", "0.5",
+                           "--samples", "100"])
+    assert sorted(m.value for c in job.configs for m in c.resolved) == ["comonotone_upper_bound", "conditional"]
+
+
 def test_certify_rows_bracket_the_estimate_and_equal_the_api(tmp_path, capsys):
     out = tmp_path / "m.parquet"
     assert cli.main(["certify", *MATRIX, "--output", str(out)]) == 0
@@ -222,3 +229,15 @@ def test_matrix_sweep_resumes_with_no_row_lost(tmp_path, capsys):
     assert cli.main(["sweep", str(path), "--output", str(out), "--no-progress"]) == 0
     assert "7 complete" in capsys.readouterr().err
     assert without_wall(pq.read_table(out / "results.parquet").to_pylist()) == first
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["sweep", "spec.yaml", "--output", "out", "--c-col", "1"], "keys of the SPEC file"),
+    (["sweep", "spec.yaml", "--output", "out", "--iterations", "10"], "keys of the SPEC file"),
+    (["compare", "--sigma", "1", "--steps", "3", "--cycle-length", "3"], "has no matrix mechanism"),
+    (["calibrate", "--target-epsilon", "1", "--delta", "1e-5", "--steps", "3", "--strategy-matrix", "C.npy"],
+     "has no matrix mechanism"),
+])
+def test_commands_without_a_matrix_mechanism_point_to_those_with_one(capsys, argv, needle):
+    assert cli.main(argv) == 2
+    assert needle in capsys.readouterr().err
