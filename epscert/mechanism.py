@@ -128,7 +128,10 @@ def read_c_col(c_col: Any) -> np.ndarray:
                 return read_c_col_file(text)
             raise
         return check_c_col(values)
-    return check_c_col(c_col)
+    try:
+        return check_c_col(c_col)
+    except OverflowError:  # a Python int beyond the float range
+        raise ValueError(f"c_col entries must be finite numbers, got c_col={show(c_col)}") from None
 
 
 def strategy_from(c_col: Any = None, strategy_matrix: Any = None, iterations: Any = None) -> Strategy | None:

@@ -39,6 +39,11 @@ def test_bad_c_col_is_refused_naming_it(value, needle):
     assert needle in str(err.value) and "\n" not in str(err.value)
 
 
+def test_c_col_beyond_the_float_range():
+    with pytest.raises(ValueError, match="finite"):
+        read_c_col([1, 10**400])
+
+
 def test_bad_c_col_files(tmp_path, monkeypatch):
     np.save(tmp_path / "square.npy", np.eye(3))
     with pytest.raises(ValueError, match=r"1-D array, got shape=\(3, 3\)"):
