@@ -186,11 +186,12 @@ def _check_keys(spec: Mapping) -> None:
     if "steps" in spec and "cycle_length" in spec:
         raise SpecError("sweep spec: cycle_length is the steps of a matrix mechanism, give one of them, got "
                         f"steps={_show(spec['steps'])}, cycle_length={_show(spec['cycle_length'])}")
-    has_steps, has_b = "steps" in spec or "cycle_length" in spec, "batch_size" in spec
+    steps_key = "cycle_length" if "cycle_length" in spec else "steps"
+    has_steps, has_b = steps_key in spec, "batch_size" in spec
     has_n, has_max = "dataset_size" in spec, "max_batch_size" in spec
     if has_steps and has_b:
-        raise SpecError("sweep spec: give either steps or dataset_size and batch_size, not both "
-                        f"(got steps={_show(spec['steps'])}, batch_size={_show(spec['batch_size'])})")
+        raise SpecError(f"sweep spec: give either {steps_key} or dataset_size and batch_size, not both "
+                        f"(got {steps_key}={_show(spec[steps_key])}, batch_size={_show(spec['batch_size'])})")
     if not has_steps and not has_b:
         raise SpecError("sweep spec: missing required key 'steps' (steps, or dataset_size and batch_size)")
     if (has_b or has_max) and not has_n:

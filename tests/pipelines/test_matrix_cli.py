@@ -200,6 +200,8 @@ def test_sweep_spec_expands_the_strategy_keys(tmp_path):
 @pytest.mark.parametrize("change, needle", [
     (("cycle_length: 4", "cycle_length: 13"), "cycle_length must be <= iterations=12"),
     (("cycle_length: 4", "cycle_length: 4\nsteps: 4"), "give one of them"),
+    (("cycle_length: 4", "cycle_length: 4\nbatch_size: 2\ndataset_size: 8"),
+     "give either cycle_length or dataset_size and batch_size"),  # found by tests/soundness/test_spec_fuzz.py
     (("iterations: 12\n", ""), "iterations is required with c_col"),
     (('"1,0.5,0.25"', '"1,-0.5"'), "c_col[1]=-0.5"),
     (('"1,0.5,0.25"', '"nowhere.npy"'), "not readable"),
