@@ -8,7 +8,7 @@ import importlib as _importlib
 import sys as _sys
 
 from epscert._version import __version__
-from epscert import fft, hidden_state
+from epscert import fft, hidden_state, strategies
 from epscert.accountant import Accountant
 from epscert.api import certify, certify_config
 from epscert.batch_sampler import BatchSampler
@@ -33,5 +33,5 @@ __all__ = [
     "Accountant", "BatchSampler", "Grid", "HiddenStateConfig", "RESULTS_SCHEMA", "Schedule", "choose_grid",
     "compare_at_delta", "fft", "fft_accountant", "fft_bounds", "hidden_state", "hidden_state_rdp",
     "running_bounds", "CertifyConfig", "Direction", "Method", "Sampler", "__version__",
-    "certify", "certify_config",
+    "certify", "certify_config", "strategies",
 ]

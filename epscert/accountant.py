@@ -4,7 +4,12 @@
     acc = epscert.Accountant(noise_multiplier=1.0, dataset_size=60000, batch_size=256, epochs=10)
     acc.get_delta(8.0)      # certified upper bound on δ(8)
     acc.get_epsilon(1e-5)   # certified upper bound on ε(1e-5)
+    acc.epsilon_interval(1e-5)  # (certified lower, estimate, certified upper) on ε(1e-5)
     epscert.Accountant.calibrate(target_epsilon=8, target_delta=1e-5, steps=1000)
+
+    # a matrix mechanism (DP-FTRL / BandMF) with Balls-and-Bins batches of cycle length b
+    st = epscert.strategies.toeplitz_strategy(c_col=[1.0, 0.5, 0.25], iterations=2000)
+    acc = epscert.Accountant(noise_multiplier=3.0, strategy=st, cycle_length=100)
 
 Every number it returns holds with probability >= 1 - error_prob (Monte Carlo) or is an
 analytic bound; ``last_table`` keeps the full rows (mean, UCB, standard error) behind it.
@@ -26,15 +31,17 @@ import pyarrow as pa
 from epscert.results.tables import certify_config
 from epscert.inverse.calibrate import Calibration, calibrate_sigma, check_certifiable
 from epscert.inverse.epsilon_at_delta import mc_epsilon_rows, analytic_epsilon_rows, check_deltas
-from epscert.inverse.best import Certificate, best_certificate
+from epscert.inverse.best import Certificate, Interval, best_certificate, lower_and_estimate
+from epscert.mechanism import mechanism_settings
 from epscert.params import (DEFAULT_ERROR_PROB, DEFAULT_SAMPLES, MAX_EPSILON, CertifyConfig, Method, check_float,
                             steps_per_epoch)
 from epscert.progress import Callback
 from epscert.schema import to_table
+from epscert.strategies import Strategy
 
 #: Analytic methods whose value is an upper bound usable as a certificate for both questions,
 #: δ(ε) and ε(δ) (rdp_upper has no ε(δ) here: pld_upper answers both, and tighter).
-_UPPER_ANALYTIC = (Method.EXACT, Method.PLD_UPPER)
+_UPPER_ANALYTIC = (Method.EXACT, Method.PLD_UPPER, Method.COMONOTONE_UPPER_BOUND)
 
 
 class NotCertifiedWarning(UserWarning):
@@ -64,28 +71,40 @@ class Accountant:
     dataset_size // batch_size, the full batches of an epoch). ``dataset_size`` with
     ``max_batch_size`` asks for truncated batches. ``progress`` receives
     :class:`epscert.progress.ProgressUpdate` s of long computations (None: silent).
+
+    A matrix mechanism (DP-FTRL / BandMF): ``strategy`` (:func:`epscert.strategies.toeplitz_strategy`
+    or :func:`~epscert.strategies.dense_strategy`) and ``cycle_length`` b (an alias of ``steps``); the
+    sampler is then ``balls_and_bins_persistent`` (:func:`epscert.mechanism.mechanism_settings`) and
+    ``method='auto'`` takes the tightest of the matrix candidates
+    (:data:`epscert.inverse.best.MATRIX_CANDIDATES`).
     """
 
     def __init__(self, noise_multiplier: float, steps: int | None = None, epochs: int = 1,
-                 sampler: str = "balls_and_bins", method: str = "auto", samples: int = DEFAULT_SAMPLES,
+                 sampler: str | None = None, method: str = "auto", samples: int = DEFAULT_SAMPLES,
                  error_prob: float = DEFAULT_ERROR_PROB, seed: int = 0, direction: str = "both",
                  orders: str | None = None, dataset_size: int | None = None,
                  max_batch_size: int | None = None, batch_size: int | None = None,
-                 progress: Callback | None = None) -> None:
-        steps = resolve_steps(steps, dataset_size, batch_size)
+                 progress: Callback | None = None, strategy: Strategy | None = None,
+                 cycle_length: int | None = None) -> None:
+        if cycle_length is None and (strategy is None or steps is not None or batch_size is not None):
+            steps = resolve_steps(steps, dataset_size, batch_size)
+        elif cycle_length is not None and batch_size is not None:
+            raise ValueError(f"give either cycle_length or dataset_size and batch_size, not both, got "
+                             f"cycle_length={cycle_length!r}, batch_size={batch_size!r}")
+        sampler, steps = mechanism_settings(strategy, sampler=sampler, steps=steps, cycle_length=cycle_length)
         self.config = CertifyConfig(
             sampler=sampler, sigma=noise_multiplier, steps=steps, epochs=epochs, epsilons=(1.0,),
             methods=(method,), samples=samples, error_prob=error_prob, seed=seed, direction=direction,
             orders=orders, dataset_size=dataset_size if max_batch_size is not None or batch_size is None else None,
-            max_batch_size=max_batch_size,
+            max_batch_size=max_batch_size, strategy=strategy,
         )
         self.auto = Method(self.config.methods[0]) is Method.AUTO
         self.method = self.config.resolved[0]
         if not self.auto:
             check_certifiable(self.config, self.method)
         if not self.auto and not self.method.is_monte_carlo and self.method not in _UPPER_ANALYTIC:
-            raise ValueError(f"method must give an upper bound on both δ(ε) and ε(δ) (Monte Carlo, exact or pld_upper), "
-                             f"got method={method!r}")
+            raise ValueError(f"method must give an upper bound on both δ(ε) and ε(δ) (Monte Carlo, exact, pld_upper "
+                             f"or comonotone_upper_bound), got method={method!r}")
         self.progress = progress
         self.last_table: pa.Table | None = None
         self.last_certificate: Certificate | None = None
@@ -125,6 +144,28 @@ class Accountant:
                           "method='auto' tries every certified method", NotCertifiedWarning, stacklevel=2)
             return math.inf
         return value
+
+    def epsilon_interval(self, delta: float) -> Interval:
+        """(certified lower bound, estimate, certified upper bound) on ε(δ).
+
+        ``upper`` is :meth:`get_epsilon`; ``lower`` the largest certified lower bound among the
+        same candidates (Monte Carlo LCBs, and a matrix mechanism's deterministic lower bounds;
+        0 when none); ``estimate`` the Monte Carlo point estimate (None when no Monte Carlo ran).
+        Each side holds with probability >= 1 - error_prob, both at once >= 1 - 2 error_prob.
+        """
+        upper = self.get_epsilon(delta)
+        return self._interval(upper, "epsilon")
+
+    def delta_interval(self, epsilon: float) -> Interval:
+        """(certified lower bound, estimate, certified upper bound) on δ(ε) (see :meth:`epsilon_interval`)."""
+        upper = self.get_delta(epsilon)
+        return self._interval(upper, "delta")
+
+    def _interval(self, upper: float, quantity: str) -> Interval:
+        if self.auto and self.last_certificate is not None:
+            return Interval(self.last_certificate.lower, self.last_certificate.estimate, upper)
+        lower, _, estimate = lower_and_estimate(self.last_table.to_pylist(), quantity, self.config.direction.value)
+        return Interval(lower, estimate, upper)
 
     @staticmethod
     def calibrate(target_epsilon: float, target_delta: float, steps: int, epochs: int = 1,

@@ -7,6 +7,10 @@ file, written atomically. Locally the rows are then printed as a table or as JSO
     python -m pipelines.certify --sampler balls_and_bins --sigma 0.35 --steps 1000 \
         --epsilons 1,2,4,8 --method importance --samples 1000000 --output results.parquet
 
+A matrix mechanism (DP-FTRL / BandMF, :mod:`pipelines.strategy_flags`): ``--c-col`` (with
+``--iterations``) or ``--strategy-matrix``, and ``--cycle-length``; its baselines are its own
+deterministic bounds (:func:`epscert.results.baselines.baseline_tasks`).
+
 Flags this module does not know go to Beam's PipelineOptions (``--runner``,
 ``--direct_num_workers``, ``--job_endpoint``, Dataflow flags...).
 """
@@ -33,12 +37,14 @@ from epscert.params import (
     DEFAULT_ERROR_PROB, DEFAULT_PLD_DISCRETIZATION, DEFAULT_SAMPLES, CertifyConfig, Direction, Method, Sampler,
     check_float,
 )
+from epscert.mechanism import DEFAULT_SAMPLER, MATRIX_SAMPLER
 from epscert.montecarlo.shard import auto_shards
 from pipelines.options import (
     ArgumentParser, RunnerChoice, UsageError, check_output_reachable, check_unknown_flags,
     check_writable_file, choose_runner, make_pipeline, parse_floats, parse_int, report_usage_error,
 )
 from pipelines.certify_waves import run_waves
+from pipelines.strategy_flags import add_strategy_flags, strategy_args
 from pipelines.output import FORMATS, print_rows
 from pipelines.plan import print_plan
 from transforms.certify import CertifyConfigs
@@ -56,17 +62,18 @@ def _names(kind) -> str:
 def build_parser(prog: str = PROG) -> ArgumentParser:
     parser = ArgumentParser(
         prog=prog,
-        description="Certify delta(epsilon) of one DP-SGD configuration with sharded Monte Carlo "
-                    "sampling, next to its analytic baselines. Flags not listed here go to Beam "
+        description="Certify delta(epsilon) of one DP-SGD configuration, or of a matrix mechanism (BandMF: "
+                    "--c-col or --strategy-matrix), with sharded Monte Carlo sampling, next to its analytic baselines. Flags not listed here go to Beam "
                     "(e.g. --runner, --direct_num_workers=2 --direct_running_mode=multi_processing). "
                     "Hyphenated flags also take Beam-style underscores (--error_prob).",
     )
     add = parser.add_argument
-    add("--sampler", default=Sampler.BALLS_AND_BINS.value, help=f"batch sampler: {_names(Sampler)} "
-        "(default: %(default)s)")
+    add("--sampler", default=None, help=f"batch sampler: {_names(Sampler)} (default: "
+        f"{DEFAULT_SAMPLER.value}; {MATRIX_SAMPLER.value} with a strategy)")
     add("--sigma", "--noise-multiplier", "--noise_multiplier", required=True,
         help="noise multiplier sigma > 0 (required)")
-    add("--steps", required=True, help="steps T per epoch, dataset_size // batch_size (required)")
+    add("--steps", default=None, help="steps T per epoch, dataset_size // batch_size (required; with a "
+        "strategy, the cycle length b, as --cycle-length)")
     add("--epochs", default="1", help="epochs E (default: %(default)s)")
     add("--epsilons", default="1", help="comma-separated epsilon grid, e.g. 1,2,4,8 (default: %(default)s)")
     add("--method", default=Method.AUTO.value, help="comma-separated methods: "
@@ -90,6 +97,7 @@ def build_parser(prog: str = PROG) -> ArgumentParser:
     add("--max-batch-size", "--max_batch_size", default=None, help="largest batch B the trainer accepts; "
         "larger Binomial batches are truncated and the penalty is added to delta (SPEC §9) "
         "(default: no truncation)")
+    add_strategy_flags(parser)
     add("--backend", default="numpy", help="where Monte Carlo kernels run: numpy (one core), jax (JAX's default "
         "device, float64), auto (jax when a GPU is visible and it has the kernel) (default: %(default)s)")
     add("--output", default=None, help="Parquet file to write (results schema); required on remote runners "
@@ -111,8 +119,9 @@ def build_parser(prog: str = PROG) -> ArgumentParser:
 def config_from_args(args) -> CertifyConfig:
     """The validated configuration, with the shard count resolved ('auto' -> epscert.montecarlo.shard.auto_shards)."""
     methods = tuple(m.strip() for m in args.method.split(",") if m.strip()) or (args.method,)
+    strategy, sampler, steps = strategy_args(args)
     config = CertifyConfig(
-        sampler=args.sampler, sigma=args.sigma, steps=parse_int("steps", args.steps, 1),
+        sampler=sampler, sigma=args.sigma, steps=steps, strategy=strategy,
         epochs=parse_int("epochs", args.epochs, 1), epsilons=parse_floats("epsilons", args.epsilons),
         methods=methods, samples=parse_int("samples", args.samples, 1), error_prob=args.error_prob,
         seed=parse_int("seed", args.seed), direction=args.direction, orders=args.orders, shards=1,

@@ -8,6 +8,14 @@ The next line gives, for context, the Poisson ε (PLD upper bound), the shuffle 
 Balls-and-Bins lower bounds and the deterministic ε (exact). Where nothing finite is certified
 it says why and how many samples (and about how long) a finite answer needs. Computed in
 process; progress lines go to stderr.
+
+A matrix mechanism (DP-FTRL / BandMF: ``--c-col`` with ``--iterations``, or ``--strategy-matrix``,
+and ``--cycle-length``; :mod:`pipelines.strategy_flags`) is answered the same way, with its own
+candidates (:data:`epscert.inverse.best.MATRIX_CANDIDATES`); the second line is then the two-sided
+answer (certified lower bound, estimate, certified upper bound) and the context its deterministic
+bounds (independent modes below, comonotone Gaussian above).
+
+    epscert epsilon --c-col 1,0.5,0.25 --iterations 2000 --cycle-length 100 --noise-multiplier 3 --delta 1e-6
 """
 
 from __future__ import annotations
@@ -22,10 +30,17 @@ from epscert.inverse.epsilon_at_delta import analytic_epsilon_rows, check_deltas
 from epscert.compare import bracket_config
 from epscert.params import CertifyConfig, Direction, Method, Sampler, steps_per_epoch
 from epscert.progress import print_to_stderr
+from epscert.mechanism import DEFAULT_SAMPLER, MATRIX_SAMPLER, mechanism_settings
 from pipelines.options import ArgumentParser, UsageError, parse_floats, parse_int, report_usage_error
+from pipelines.strategy_flags import add_strategy_flags, strategy_args, strategy_of
 
 PROG = "epscert epsilon"
 #: Context printed beside the answer: (key, label, sampler, method).
+#: Context of a matrix mechanism: (key, method, column) of its deterministic bounds' rows.
+MATRIX_CONTEXT = (("independent_lower_bound", "independent_lower_bound", "epsilon_lower"),
+                  ("comonotone_upper_bound", "comonotone_upper_bound", "epsilon_upper"))
+MATRIX_LABELS = {"independent_lower_bound": "independent modes ε >= {} (lower bound)",
+                 "comonotone_upper_bound": "comonotone Gaussian ε <= {} (upper bound)"}
 CONTEXT = (
     ("poisson_pld_upper", "Poisson ε <= {} (PLD upper bound)", Sampler.POISSON, Method.PLD_UPPER),
     ("shuffle_lower_bound", "shuffle ε >= {} (lower bound)", Sampler.SHUFFLE, Method.CUBE_LOWER_BOUND),
@@ -46,8 +61,9 @@ def build_parser(prog: str = PROG) -> ArgumentParser:
     add("--batch-size", "--batch_size", default=None, help="batch size b: steps per epoch = n // b")
     add("--steps", default=None, help="steps T per epoch (instead of --dataset-size and --batch-size)")
     add("--epochs", default="1", help="epochs E (default: %(default)s)")
-    add("--sampler", default=Sampler.BALLS_AND_BINS.value,
-        help=f"batch sampler: {', '.join(s.value for s in Sampler)} (default: %(default)s)")
+    add("--sampler", default=None,
+        help=f"batch sampler: {', '.join(s.value for s in Sampler)} (default: {DEFAULT_SAMPLER.value}; "
+             f"{MATRIX_SAMPLER.value} with a strategy)")
     add("--samples", default="100000", help="Monte Carlo samples per direction (default: %(default)s)")
     add("--error-prob", "--error_prob", default="0.01", help="failure probability beta (default: %(default)s)")
     add("--seed", default="0", help="root seed (default: %(default)s)")
@@ -55,6 +71,7 @@ def build_parser(prog: str = PROG) -> ArgumentParser:
     add("--no-context", "--no_context", action="store_true", help="skip the Poisson/shuffle/deterministic line")
     add("--no-progress", "--no_progress", action="store_true", help="no progress lines on stderr")
     add("--format", default="table", choices=("table", "json"), help="stdout format (default: %(default)s)")
+    add_strategy_flags(parser)
     return parser
 
 
@@ -72,6 +89,30 @@ def steps_of(args) -> int:
     if args.steps is None:
         raise UsageError("give --steps, or --dataset-size and --batch-size")
     return parse_int("steps", args.steps, 1)
+
+
+def request(args) -> tuple[object, object, int]:
+    """(strategy or None, sampler, steps): a matrix mechanism from the strategy flags, else DP-SGD."""
+    strategy = strategy_of(args)
+    if strategy is None:
+        sampler, _ = mechanism_settings(None, sampler=args.sampler, mechanism=args.mechanism,
+                                        cycle_length=None if args.cycle_length is None
+                                        else parse_int("cycle_length", args.cycle_length, 1))
+        return None, sampler, steps_of(args)
+    if args.dataset_size is not None or args.batch_size is not None:
+        raise UsageError(f"--dataset-size and --batch-size do not apply to a matrix mechanism (give --cycle-length), "
+                         f"got dataset_size={args.dataset_size}, batch_size={args.batch_size}")
+    return strategy_args(args, strategy)
+
+
+def matrix_context(cert) -> dict[str, float]:
+    """ε(δ) of a matrix mechanism's deterministic bounds, from the certificate's rows."""
+    out = {}
+    for key, method, column in MATRIX_CONTEXT:
+        values = [r[column] for r in cert.rows if r["method"] == method and r.get(column) is not None]
+        if values:
+            out[key] = values[0]
+    return out
 
 
 def context_epsilons(config: CertifyConfig, delta: float) -> dict[str, float]:
@@ -100,13 +141,17 @@ def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
     try:
         args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
         delta = check_deltas(parse_floats("delta", args.delta))[0]
+        strategy, sampler, steps = request(args)
         config = CertifyConfig(
-            sampler=args.sampler, sigma=args.sigma, steps=steps_of(args),
+            sampler=sampler, sigma=args.sigma, steps=steps, strategy=strategy,
             epochs=parse_int("epochs", args.epochs, 1), epsilons=(1.0,),
             samples=parse_int("samples", args.samples, 1), error_prob=args.error_prob,
             seed=parse_int("seed", args.seed), direction=args.direction,
         )
         cert = best_certificate(config, delta=delta, progress=None if args.no_progress else print_to_stderr)
+        if strategy is not None:
+            context = {} if args.no_context else matrix_context(cert)
+            return print_matrix(config, cert, context, args.format)
         context = {} if args.no_context else context_epsilons(config, delta)
     except (UsageError, ValueError) as err:
         return report_usage_error(prog, err if isinstance(err, UsageError) else UsageError(str(err)))
@@ -126,6 +171,29 @@ def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
         if cert.finite:
             for note in cert.notes:
                 print(f"note: {note}")
+    return 0 if cert.finite else 1
+
+
+def print_matrix(config: CertifyConfig, cert, context: dict[str, float], fmt: str) -> int:
+    """The answer for a matrix mechanism: the certificate, its two-sided interval, its context."""
+    lower, estimate, upper = cert.interval
+    if fmt == "json":
+        out = {"mechanism": "bandmf", "strategy": config.strategy.describe(), "iterations": config.strategy.iterations,
+               "cycle_length": config.steps, "noise_multiplier": config.sigma, "delta": cert.target,
+               "epsilon": _json(upper), "epsilon_lower": lower, "epsilon_estimate": estimate,
+               "certified": cert.finite, "method": cert.method, "lower_method": cert.lower_method,
+               "bound": cert.bound, "guarantee": cert.guarantee, "error_prob": cert.error_prob,
+               "notes": list(cert.notes), "context": {k: _json(v) for k, v in context.items()}}
+        print(json.dumps(out, allow_nan=False))
+    else:
+        print(cert.summary())
+        shown = "-" if estimate is None else _num(estimate)
+        print(f"two-sided: {_num(lower)} <= ε <= {_num(upper)}, estimate {shown} (lower bound from "
+              f"{cert.lower_method or 'none: 0'}; each side at β, both at 2β)")
+        if context:
+            print("context: " + "; ".join(MATRIX_LABELS[k].format(_num(v)) for k, v in context.items()))
+        for note in cert.notes:
+            print(f"note: {note}")
     return 0 if cert.finite else 1
 
 

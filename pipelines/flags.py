@@ -64,6 +64,16 @@ MISMATCHES = {
               "--noise-multiplier": "sweep takes sigma as a key of the SPEC file, not as a flag"},
 }
 
+#: The matrix-mechanism flags of certify and epsilon (pipelines.strategy_flags), pointed to elsewhere.
+MATRIX_FLAGS = ("--c-col", "--strategy-matrix", "--cycle-length", "--mechanism")
+_NO_MATRIX = ("{command} has no matrix mechanism (BandMF); 'epscert certify' and 'epscert epsilon' take --c-col "
+              "or --strategy-matrix with --cycle-length")
+for _command in ("compare", "calibrate"):
+    MISMATCHES[_command].update({flag: _NO_MATRIX.format(command=_command) for flag in MATRIX_FLAGS})
+MISMATCHES["sweep"].update({flag: "sweep takes a matrix mechanism as keys of the SPEC file (c_col, strategy_matrix, "
+                                  "iterations, cycle_length, mechanism), not as flags"
+                            for flag in MATRIX_FLAGS + ("--iterations",)})
+
 
 class FlagError(ValueError):
     """A flag no one defines; the message names it and points to the flag meant."""

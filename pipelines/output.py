@@ -14,6 +14,8 @@ from typing import Iterable, TextIO
 #: Columns of the human-readable table (the Parquet file has them all).
 TABLE_COLUMNS = ("sampler", "sigma", "steps", "epochs", "method", "direction", "epsilon", "delta_lower", "delta", "delta_upper",
                  "std_error", "samples", "guarantee")
+#: Columns shown beside them for a matrix mechanism (its steps are the cycle length, its epochs the cycles).
+MATRIX_COLUMNS = ("strategy", "iterations")
 FORMATS = ("table", "json")
 #: Table order of the directions: the reported 'both' first, then its parts.
 DIRECTION_ORDER = {"both": 0, "remove": 1, "add": 2}
@@ -42,11 +44,20 @@ def reported_rows(rows: Iterable[dict]) -> list[dict]:
     return [r for r in rows if r["direction"] == "both" or (r["config_id"], r["method"]) not in with_both]
 
 
+def table_columns(rows: list[dict]) -> tuple[str, ...]:
+    """:data:`TABLE_COLUMNS`, with :data:`MATRIX_COLUMNS` after the sampler when a row is a matrix mechanism."""
+    if not any(row.get("strategy") for row in rows):
+        return TABLE_COLUMNS
+    at = TABLE_COLUMNS.index("sampler") + 1
+    return TABLE_COLUMNS[:at] + MATRIX_COLUMNS + TABLE_COLUMNS[at:]
+
+
 def print_table(rows: list[dict], stream: TextIO) -> None:
-    """A fixed-width table of :data:`TABLE_COLUMNS`, one line per row."""
-    cells = [[_cell(row[c]) for c in TABLE_COLUMNS] for row in rows]
-    widths = [max([len(c)] + [len(line[i]) for line in cells]) for i, c in enumerate(TABLE_COLUMNS)]
-    print("  ".join(c.ljust(w) for c, w in zip(TABLE_COLUMNS, widths)).rstrip(), file=stream)
+    """A fixed-width table of :func:`table_columns`, one line per row."""
+    columns = table_columns(rows)
+    cells = [[_cell(row.get(c)) for c in columns] for row in rows]
+    widths = [max([len(c)] + [len(line[i]) for line in cells]) for i, c in enumerate(columns)]
+    print("  ".join(c.ljust(w) for c, w in zip(columns, widths)).rstrip(), file=stream)
     print("  ".join("-" * w for w in widths), file=stream)
     for line in cells:
         print("  ".join(c.ljust(w) for c, w in zip(line, widths)).rstrip(), file=stream)

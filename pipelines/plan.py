@@ -10,6 +10,7 @@ from typing import Sequence, TextIO
 
 from epscert.params import CertifyConfig
 from epscert.results.cost import Cost, config_cost, format_bytes, format_seconds
+from pipelines.strategy_flags import describe_strategy
 
 #: Default cap of ``sweep --max-cpu-hours``: a day of one core (a scheduled job never prompts).
 DEFAULT_MAX_CPU_HOURS = 24.0
@@ -28,7 +29,8 @@ def describe(config: CertifyConfig, cost: Cost) -> str:
     work = (f"samples={config.samples} shards={config.shards}" if any(m.is_monte_carlo for m in config.resolved)
             else "analytic")
     peak = f"peak about {format_bytes(cost.peak_bytes)}" if cost.peak_bytes else "no large arrays"
-    return (f"{config.sampler.value} sigma={config.sigma:g} steps={config.steps} epochs={config.epochs} "
+    return (f"{config.sampler.value}{describe_strategy(config)} sigma={config.sigma:g} steps={config.steps} "
+            f"epochs={config.epochs} "
             f"methods={methods} {work} epsilons={len(config.epsilons)}: "
             f"about {format_seconds(cost.seconds)} of one core, {peak}")
 

@@ -12,7 +12,8 @@ Example (YAML; JSON with the same keys works too)::
 
 Grid keys take one value or a non-empty list; the sweep is their Cartesian product:
 ``sampler, sigma, steps, dataset_size, batch_size, max_batch_size, epochs, method, samples, orders,
-error_prob, direction, backend`` (numpy, jax or auto, as ``--backend``). Single-valued keys: ``epsilons`` (required), ``seed``, ``shards`` ('auto' or an
+error_prob, direction, backend`` (numpy, jax or auto, as ``--backend``), and the matrix-mechanism
+keys ``mechanism, c_col, strategy_matrix, iterations, cycle_length`` (below). Single-valued keys: ``epsilons`` (required), ``seed``, ``shards`` ('auto' or an
 integer), ``pld_discretization``, ``baselines`` (true adds each configuration's analytic
 baselines as configurations of their own). Keys left out take the defaults of ``epscert certify``
 (sampler balls_and_bins, method auto, samples 100000, error_prob 0.01, seed 0, shards auto...).
@@ -26,6 +27,21 @@ as with ``drop_last=True``); b > n is refused. Pairs (n, b) giving the same T gi
 configuration, which is computed once. ``max_batch_size`` B (with ``dataset_size`` n) asks for
 truncated batches (SPEC §9): n and B then go into the configuration, and T comes from ``steps``
 or from ``batch_size`` as above.
+
+Matrix mechanism (DP-FTRL / BandMF, :mod:`epscert.mechanism`)::
+
+    sigma: [3, 4]
+    c_col: [1.0, 0.5, 0.25]        # one strategy; [[1.0, 0.5], [1.0, 0.5, 0.25]] is a grid of two,
+                                   # and a string is numbers '1,0.5' or a .npy/.txt file
+    iterations: 2000               # n (a grid too)
+    cycle_length: [50, 100]        # b, in place of steps
+    epsilons: [2, 4, 8]
+
+``strategy_matrix`` (a path, or a list of paths, to dense ``.npy`` matrices) replaces ``c_col``; a
+strategy implies the sampler ``balls_and_bins_persistent`` and the method ``auto`` (conditional);
+``baselines: true`` adds its deterministic bounds. c_col files are read when the spec is expanded;
+dense matrices are referenced by path and SHA-256, so workers need the same file at the same path.
+Relative paths are relative to the working directory.
 
 Every configuration of the product is validated (``CertifyConfig``) before any pipeline starts;
 one invalid combination (say importance sampling with epochs > 1) refuses the whole sweep.
@@ -44,6 +60,8 @@ from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
 from epscert.inverse.best import auto_methods
+from epscert import mechanism
+from epscert.mechanism import mechanism_settings, read_c_col, strategy_from
 from epscert.results.baselines import baseline_tasks
 from epscert.results.cost import check_pld_memory
 from epscert.params import CertifyConfig, show, steps_per_epoch
@@ -53,12 +71,15 @@ from transforms.sinks import is_local
 
 #: Keys whose value may be a list of alternatives, in product order.
 GRID_KEYS = ("sampler", "sigma", "steps", "dataset_size", "batch_size", "max_batch_size", "epochs", "method",
-             "samples", "orders", "error_prob", "direction", "backend")
+             "samples", "orders", "error_prob", "direction", "backend") + (
+             "mechanism", "c_col", "strategy_matrix", "iterations", "cycle_length")
+#: The matrix-mechanism keys (epscert.mechanism): turned into a strategy and a cycle length per combination.
+STRATEGY_KEYS = ("mechanism", "c_col", "strategy_matrix", "iterations", "cycle_length")
 #: Keys with exactly one value.
 SINGLE_KEYS = ("epsilons", "seed", "shards", "pld_discretization", "baselines")
 REQUIRED_KEYS = ("sigma", "epsilons")
 #: Sampler of a spec without a ``sampler`` key (as in ``epscert certify``).
-DEFAULT_SAMPLER = "balls_and_bins"
+DEFAULT_SAMPLER = mechanism.DEFAULT_SAMPLER.value
 #: Refuse products larger than this before expanding them.
 MAX_CONFIGS = 100_000
 
@@ -107,7 +128,34 @@ def _scalar(key: str, value: Any, allow_none: bool = False) -> Any:
     return value
 
 
+def _c_col_grid(value: Any) -> list:
+    """c_col values: one (a list of numbers, or a string of numbers or a file) or a list of those.
+
+    Each is read and validated here (files once), and becomes a tuple of floats."""
+    if isinstance(value, list) and value and all(isinstance(v, (list, str)) for v in value):
+        values = value
+    elif isinstance(value, (list, str)):
+        values = [value]
+    else:
+        raise SpecError(f"sweep spec: c_col must be a list of numbers, a string (numbers or a .npy/.txt file) or "
+                        f"a list of those, got c_col={_show(value)}")
+    out = []
+    for v in values:
+        if isinstance(v, list) and any(isinstance(x, bool) or not isinstance(x, (int, float)) for x in v):
+            raise SpecError(f"sweep spec: c_col lists must hold numbers only, got c_col={_show(v)}")
+        try:
+            out.append(tuple(read_c_col(v).tolist()))
+        except ValueError as err:
+            raise SpecError(f"sweep spec: {err}") from None
+    return out
+
+
 def _grid(key: str, value: Any) -> list:
+    if key == "c_col":
+        values = _c_col_grid(value)
+        if len(set(values)) < len(values):
+            raise SpecError(f"sweep spec: grid 'c_col' lists the same strategy twice, got c_col={_show(value)}")
+        return values
     values = value if isinstance(value, list) else [value]
     if not values:
         raise SpecError(f"sweep spec: grid {_show(key)} is empty, got {key}=[]")
@@ -135,11 +183,15 @@ def _check_keys(spec: Mapping) -> None:
     for key in REQUIRED_KEYS:
         if key not in spec:
             raise SpecError(f"sweep spec: missing required key {_show(key)}")
-    has_steps, has_b = "steps" in spec, "batch_size" in spec
+    if "steps" in spec and "cycle_length" in spec:
+        raise SpecError("sweep spec: cycle_length is the steps of a matrix mechanism, give one of them, got "
+                        f"steps={_show(spec['steps'])}, cycle_length={_show(spec['cycle_length'])}")
+    steps_key = "cycle_length" if "cycle_length" in spec else "steps"
+    has_steps, has_b = steps_key in spec, "batch_size" in spec
     has_n, has_max = "dataset_size" in spec, "max_batch_size" in spec
     if has_steps and has_b:
-        raise SpecError("sweep spec: give either steps or dataset_size and batch_size, not both "
-                        f"(got steps={_show(spec['steps'])}, batch_size={_show(spec['batch_size'])})")
+        raise SpecError(f"sweep spec: give either {steps_key} or dataset_size and batch_size, not both "
+                        f"(got {steps_key}={_show(spec[steps_key])}, batch_size={_show(spec['batch_size'])})")
     if not has_steps and not has_b:
         raise SpecError("sweep spec: missing required key 'steps' (steps, or dataset_size and batch_size)")
     if (has_b or has_max) and not has_n:
@@ -229,7 +281,12 @@ def _config(point: Mapping, single: Mapping) -> CertifyConfig:
         kwargs["steps"] = _steps(kwargs["dataset_size"], kwargs.pop("batch_size"))
     if "max_batch_size" not in kwargs:
         kwargs.pop("dataset_size", None)  # only there to derive steps
-    kwargs.setdefault("sampler", DEFAULT_SAMPLER)
+    strategy = strategy_from(kwargs.pop("c_col", None), kwargs.pop("strategy_matrix", None),
+                             kwargs.pop("iterations", None))
+    kwargs["sampler"], kwargs["steps"] = mechanism_settings(
+        strategy, sampler=kwargs.get("sampler"), steps=kwargs.get("steps"),
+        cycle_length=kwargs.pop("cycle_length", None), mechanism=kwargs.pop("mechanism", None))
+    kwargs["strategy"] = strategy
     method = kwargs.pop("method", "auto")
     # auto: the sampler's certified methods (PLD for Poisson, exact for deterministic), else Monte Carlo
     kwargs["methods"] = auto_methods(kwargs["sampler"]) if method == "auto" else (method,)

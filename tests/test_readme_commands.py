@@ -34,6 +34,11 @@ SLOW = ("epscert compare --sigma 0.35 --steps 1000 --epsilons 1,2,4,8 --deltas 1
         "python -m benchmarks.fft_vs_dp_accounting", "python -m benchmarks.run", "python -m benchmarks.parallel",
         "python -m benchmarks.allocation",
         "python -m benchmarks.conditional", "python -m benchmarks.conditional_epochs")
+#: The BandMF section's commands (issue 23), run only with -m slow (tens of CPU seconds).
+MATRIX = ("epscert epsilon --c-col 1,0.5,0.375,0.3125 --iterations 200 --cycle-length 10 --noise-multiplier 3 "
+          "--delta 1e-6 --samples 10000",
+          "epscert certify --c-col 1,0.5,0.375,0.3125 --iterations 200 --cycle-length 10 --sigma 3 --epsilons 6,8 "
+          "--samples 10000 --output bandmf.parquet")
 #: Not run here: installs and the test suite itself (tests/test_readme.py ties them to CI), the main
 #: certify command (tests/test_readme.py runs it at a test-sized budget), templates with placeholders.
 ELSEWHERE = ("pip ", "python -m pytest")
@@ -57,8 +62,9 @@ def test_every_readme_command_is_classified():
         command = " ".join(command.split())
         runnable = not is_template(command) and not command.startswith(ELSEWHERE)
         if runnable and "&&" not in command:
-            assert command in FAST + SLOW, f"README command not run by any test: {command!r}"
-    assert set(FAST + SLOW) <= {" ".join(c.split()) for c in readme_commands()}, "a listed command left the README"
+            assert command in FAST + SLOW + MATRIX, f"README command not run by any test: {command!r}"
+    assert set(FAST + SLOW + MATRIX) <= {" ".join(c.split()) for c in readme_commands()}, \
+        "a listed command left the README"
 
 
 def run_cli(command: str, capsys) -> str:
@@ -171,3 +177,14 @@ def test_benchmark_commands_run(command):
     proc = subprocess.run([sys.executable, *shlex.split(command)[1:]], cwd=ROOT, capture_output=True, text=True,
                           timeout=3600)
     assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+
+
+@pytest.mark.slow
+def test_bandmf_commands_print_the_readme_answer(tmp_path, monkeypatch, capsys):
+    """The BandMF section's epsilon output block is what the command prints; its certify command runs."""
+    out = run_cli(MATRIX[0], capsys)
+    block = README.split(MATRIX[0], 1)[1].split("```\n```\n", 1)[1].split("```", 1)[0]
+    assert out.strip() == block.strip()
+    monkeypatch.chdir(tmp_path)
+    assert "comonotone_upper_bound" in run_cli(MATRIX[1], capsys)
+    assert (tmp_path / "bandmf.parquet").exists()

@@ -16,6 +16,7 @@ from epscert.montecarlo import accumulator as acc_mod
 from epscert.results.rows import analytic_rows, mc_rows
 from epscert.params import CertifyConfig, Method
 from epscert.montecarlo.shard import ShardTask, plan_shards, run_shard
+from epscert.strategies import Strategy
 from transforms.progress import ProgressReporter
 
 #: Namespace of every Beam metric epscert reports.
@@ -23,6 +24,20 @@ NAMESPACE = "epscert"
 
 #: What the merge step carries per (configuration, method): exact sums, summed shard seconds.
 Merged = tuple[acc_mod.Accumulator, float]
+
+
+def check_strategy(config: CertifyConfig) -> CertifyConfig:
+    """``config``, after checking on this worker that a dense strategy file is the one the job was built with.
+
+    A configuration carries a Toeplitz strategy by value (its c_col) and a dense one by path and
+    SHA-256. Rebuilding the :class:`~epscert.strategies.Strategy` here reads the worker's file and
+    compares its digest: a missing, unreadable or changed file raises ValueError naming the path,
+    before any sampling on it.
+    """
+    strategy = config.strategy
+    if strategy is not None and strategy.kind == "dense":
+        Strategy(kind="dense", iterations=strategy.iterations, path=strategy.path, sha256=strategy.sha256)
+    return config
 
 
 def method_key(config: CertifyConfig, method: Method) -> str:
@@ -73,6 +88,7 @@ class RunShardFn(beam.DoFn):
             self._progress.samples(count)
 
     def process(self, task: ShardTask) -> Iterator[tuple[str, Merged]]:
+        check_strategy(task.config)
         start = time.perf_counter()
         acc = run_shard(task, self._on_block)
         seconds = time.perf_counter() - start
@@ -112,6 +128,7 @@ def finalise_monte_carlo(item: tuple[str, Merged],
     """
     key, (acc, seconds) = item
     config, method = methods[key]
+    check_strategy(config)
     for direction in config.direction.parts():
         count = acc[direction].count
         if count != config.samples:
@@ -123,6 +140,7 @@ def finalise_monte_carlo(item: tuple[str, Merged],
 def compute_analytic(item: tuple[CertifyConfig, Method]) -> tuple[str, list[dict]]:
     """Rows of one analytic method (:func:`epscert.results.rows.analytic_rows`), timed."""
     config, method = item
+    check_strategy(config)
     start = time.perf_counter()
     rows = analytic_rows(config, method)
     wall = time.perf_counter() - start

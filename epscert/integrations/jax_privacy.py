@@ -4,6 +4,10 @@
                          noise_multiplier=1.0)
     acc.get_epsilon(1e-5)
 
+    acc = bandmf_accountant(BallsInBinsSampling(iterations=2000, cycle_length=100), noise_multiplier=3.0,
+                            c_col=np.array([1.0, 0.5, 0.25]))
+    acc.epsilon_interval(1e-6)   # (certified lower, estimate, certified upper)
+
 - ``BallsInBinsSampling(iterations, cycle_length=T)`` draws ONE bin per example and reuses it every
   cycle: that is ``balls_and_bins_persistent`` with T steps and E = ceil(iterations / T) epochs (a
   partial last cycle is a prefix of a whole one, a post-processing of it), certified as one epoch at σ/√E.
@@ -11,6 +15,10 @@
   1/sampling_prob = T is an integer (Poisson at q = 1/T); or when sampling_prob = 1 with the
   INDEPENDENT partition (that is Balls-and-Bins with one assignment: ``balls_and_bins_persistent``).
   Anything else is refused with the reason.
+- BandMF (DP-MF with a banded Toeplitz C, ``jax_privacy.experimental.monte_carlo``'s convention):
+  :func:`bandmf_accountant` takes the ``BallsInBinsSampling`` strategy, the noise multiplier and
+  ``c_col`` and returns the epscert Accountant of the matrix mechanism for exactly that run
+  (:mod:`epscert.strategies`: y = C x + σ z, σ relative to the clip norm, C not normalised).
 - ``FixedBatchSampling`` reduces only for full batches (batch_size = num_examples, without
   replacement): every example in every step, ``deterministic`` with T = 1. Smaller fixed-size batches
   are refused: under zero-out adjacency the other records' sum depends on whether the target is in
@@ -24,6 +32,8 @@ from typing import Any
 
 from epscert.accountant import Accountant
 from epscert.batch_sampler import BatchSampler
+from epscert.mechanism import read_c_col
+from epscert.strategies import toeplitz_strategy
 
 #: |1/sampling_prob - T| below this counts as the integer T.
 RATE_TOLERANCE = 1e-9
@@ -40,6 +50,32 @@ def accountant_for(strategy: Any, num_examples: int, noise_multiplier: float, **
     """The :class:`epscert.Accountant` certifying ``strategy``'s run; keyword arguments go to it."""
     sampler, steps, epochs = reduction(strategy, num_examples)
     return Accountant(noise_multiplier=noise_multiplier, steps=steps, epochs=epochs, sampler=sampler, **kwargs)
+
+
+def bandmf_accountant(strategy: Any, noise_multiplier: float, c_col: Any, **kwargs: Any) -> Accountant:
+    """The :class:`epscert.Accountant` of a JAX Privacy BandMF run with Balls-and-Bins batches.
+
+    ``strategy`` is ``BallsInBinsSampling(iterations=n, cycle_length=b)``; ``noise_multiplier`` σ
+    and ``c_col`` (the nonzero entries of the first column of the banded lower-triangular Toeplitz
+    C) are what ``jax_privacy.experimental.monte_carlo.sample_generation.get_privacy_loss_sample``
+    takes: the run releases y = C x + σ z with σ relative to the clip norm and C as given (no
+    normalisation; entries past n are cut, as JAX Privacy cuts them). Keyword arguments (samples,
+    seed, error_prob, method, direction, progress) go to the Accountant.
+    """
+    from jax_privacy import batch_selection as bsel
+
+    if not isinstance(strategy, bsel.BallsInBinsSampling):
+        raise ValueError(f"strategy must be BallsInBinsSampling (the Balls-and-Bins batches of BandMF that epscert "
+                         f"certifies), got strategy={type(strategy).__name__}")
+    for name in ("steps", "cycle_length", "strategy", "sampler", "epochs"):
+        if name in kwargs:
+            raise ValueError(f"{name} comes from the JAX Privacy strategy, got {name}={kwargs[name]!r}")
+    iterations, cycle = int(strategy.iterations), int(strategy.cycle_length)
+    if cycle > iterations:
+        raise ValueError(f"strategy.cycle_length must be <= iterations={iterations} (bins past the last iteration "
+                         f"never take part), got cycle_length={cycle}")
+    matrix = toeplitz_strategy(read_c_col(c_col), iterations)
+    return Accountant(noise_multiplier=noise_multiplier, strategy=matrix, cycle_length=cycle, **kwargs)
 
 
 def reduction(strategy: Any, num_examples: int) -> tuple[str, int, int]:

@@ -18,6 +18,19 @@ Candidates today:
   skipped for ε(δ) when its sample count cannot reach δ at all (the floor below), with a note.
 - shuffle, shuffle_persistent: ``exact`` through domination only. Their Monte Carlo pair is tight
   only under a conjecture, so it certifies nothing.
+- a matrix mechanism (a configuration with a strategy, :data:`MATRIX_CANDIDATES`): the
+  Balls-and-Bins bracket's upper side ``pld_upper`` when C = c·I and b divides n (the pair is then
+  Balls-and-Bins at σ/(c√k), within the bracket's range), the comonotone Gaussian upper bound
+  ``comonotone_upper_bound`` (:mod:`epscert.allocation.matrix`), then Monte Carlo (``auto``: the
+  configuration's method, ``conditional`` by default). No sample floor is applied: its value
+  estimators have ranges B(ε) below 1.
+
+Two-sided answer. Beside the tightest upper bound, :class:`Certificate` carries the largest
+certified lower bound found (``lower``): from the Monte Carlo rows' LCBs (at level β; for ε(δ)
+see :func:`epscert.inverse.epsilon_at_delta.lower_epsilon`) and, for a matrix mechanism, from its
+deterministic lower bounds (:data:`MATRIX_LOWER`: the bracket's lower side for C = c·I, and the
+independent-modes bound), which hold always. The maximum of lower bounds is a lower bound. Each side
+holds at level β, the pair at 2β. ``estimate`` is the Monte Carlo point estimate when Monte Carlo ran.
 
 Domination by deterministic batches. With Balls-and-Bins or shuffling, the batch assignment is
 drawn independently of the data, and given the assignment every record sits in exactly one
@@ -47,12 +60,13 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
-from typing import Mapping
+from typing import Mapping, NamedTuple, Sequence
 
 from epscert.inverse.epsilon_at_delta import analytic_epsilon_rows, check_deltas, mc_epsilon_rows
 from epscert.params import (BRACKET_MAX_EPOCHS, BRACKET_MAX_STEPS, BRACKET_MIN_SIGMA, SUPPORTED_METHODS,
                             CertifyConfig, Method, Sampler, check_float)
 from epscert.progress import Callback, ProgressMeter
+from epscert.results.baselines import independent_bound_applies
 from epscert.results.rows import analytic_rows
 from epscert.results.tables import certify_config
 
@@ -67,9 +81,16 @@ CANDIDATES: Mapping[Sampler, tuple[Method, ...]] = {
     Sampler.SHUFFLE_PERSISTENT: (Method.EXACT,),
     Sampler.BALLS_AND_BINS_PERSISTENT: (Method.PLD_UPPER, Method.AUTO, Method.EXACT),
 }
+#: The candidates of a matrix mechanism (a configuration with a strategy), in evaluation order.
+MATRIX_CANDIDATES = (Method.PLD_UPPER, Method.COMONOTONE_UPPER_BOUND, Method.AUTO)
+#: Deterministic lower bounds of a matrix mechanism, evaluated for the two-sided answer.
+MATRIX_LOWER = (Method.PLD_LOWER, Method.INDEPENDENT_LOWER_BOUND)
 DOMINATION_BOUND = "deterministic_domination"
 #: Methods that give an ε(δ) curve (RDP gives δ at a grid of ε only).
-EPSILON_METHODS = frozenset({Method.AUTO, Method.EXACT, Method.PLD_UPPER})
+EPSILON_METHODS = frozenset({Method.AUTO, Method.EXACT, Method.PLD_UPPER, Method.COMONOTONE_UPPER_BOUND})
+#: Row guarantees whose lower column is a lower bound for the configuration asked about (a row relabeled
+#: by domination says 'upper_bound', and its lower column belongs to the dominating sampler).
+LOWER_GUARANTEES = frozenset({"exact", "lower_bound", "mc_upper_confidence"})
 
 
 def certified_methods(sampler: Sampler | str) -> tuple[Method, ...]:
@@ -80,6 +101,11 @@ def certified_methods(sampler: Sampler | str) -> tuple[Method, ...]:
         raise ValueError(f"sampler must be one of {', '.join(s.value for s in Sampler)}, "
                          f"got sampler={sampler!r}") from None
     return CANDIDATES[key]
+
+
+def candidate_methods(config: CertifyConfig) -> tuple[Method, ...]:
+    """The candidates of ``config``: :data:`MATRIX_CANDIDATES` for a matrix mechanism, else its sampler's."""
+    return MATRIX_CANDIDATES if config.strategy is not None else certified_methods(config.sampler)
 
 
 def auto_methods(sampler: Sampler | str) -> tuple[Method, ...]:
@@ -108,6 +134,38 @@ def samples_needed(delta: float, error_prob: float, directions: int = 2) -> int:
     return math.ceil(math.log(1.0 / beta) / -math.log1p(-delta))
 
 
+class Interval(NamedTuple):
+    """A two-sided answer: ``lower`` <= the true value <= ``upper`` (each at level β when Monte Carlo
+    gave it, both at 2β), and the point ``estimate`` (None when no Monte Carlo ran)."""
+
+    lower: float
+    estimate: float | None
+    upper: float
+
+
+def lower_and_estimate(rows: Sequence[dict], quantity: str, direction: str) -> tuple[float, str | None, float | None]:
+    """(largest certified lower bound, the method that gave it, the Monte Carlo estimate) in ``rows``.
+
+    Lower: the ``epsilon_lower``/``delta_lower`` column of the rows for ``direction`` (or 'both') whose
+    guarantee is in :data:`LOWER_GUARANTEES`; 0 (always a lower bound) when none. Estimate: the
+    ``epsilon``/``delta`` column of the Monte Carlo row, else of an exact row, else None.
+    """
+    lower_col, point = ("epsilon_lower", "epsilon") if quantity == "epsilon" else ("delta_lower", "delta")
+    monte_carlo = {m.value for m in Method if m.is_monte_carlo}
+    lower, method, estimate, exact = 0.0, None, None, None
+    for row in rows:
+        if row["direction"] not in (direction, "both"):
+            continue
+        value = row.get(lower_col)
+        if row["guarantee"] in LOWER_GUARANTEES and value is not None and math.isfinite(value) and value > lower:
+            lower, method = float(value), row["method"]
+        if row["method"] in monte_carlo and row["guarantee"] == "mc_upper_confidence":
+            estimate = row[point] if estimate is None else max(estimate, row[point])
+        elif row["guarantee"] == "exact":
+            exact = row[point]
+    return lower, method, (estimate if estimate is not None else exact)
+
+
 @dataclasses.dataclass(frozen=True)
 class Certificate:
     """The tightest certified upper bound found, which candidate gave it, and why others did not.
@@ -130,10 +188,18 @@ class Certificate:
     rows: tuple[dict, ...]
     samples_needed: int | None = None
     seconds_needed: float | None = None
+    lower: float = 0.0
+    lower_method: str | None = None
+    estimate: float | None = None
 
     @property
     def finite(self) -> bool:
         return math.isfinite(self.value)
+
+    @property
+    def interval(self) -> "Interval":
+        """(certified lower bound, estimate, certified upper bound), as prv_accountant returns them."""
+        return Interval(self.lower, self.estimate, self.value)
 
     def summary(self) -> str:
         """One line: the value, its method and guarantee, or why there is none."""
@@ -146,8 +212,27 @@ class Certificate:
                 f"(method {self.method}, {self.guarantee}, bound {self.bound}{beta})")
 
 
+def _matrix_candidate(config: CertifyConfig, method: Method) -> CertifyConfig | None:
+    """A matrix mechanism's candidate: the bracket only for C = c·I with b | n, within its range."""
+    if method in (Method.PLD_UPPER, Method.PLD_LOWER):
+        strategy, b = config.strategy, config.steps
+        if not (strategy.is_identity() and strategy.iterations % b == 0 and b <= BRACKET_MAX_STEPS):
+            return None
+        k = strategy.iterations // b  # G = (c² k / σ²) I: Balls-and-Bins of b steps at σ/(c √k)
+        if config.sigma / (strategy.c_col[0] * math.sqrt(k)) < BRACKET_MIN_SIGMA:
+            return None
+    if method is Method.INDEPENDENT_LOWER_BOUND and not independent_bound_applies(config):
+        return None
+    if method is Method.AUTO:
+        mc = [m for m in config.resolved if m.is_monte_carlo]
+        return dataclasses.replace(config, methods=(mc[0],)) if mc else None
+    return dataclasses.replace(config, methods=(method,))
+
+
 def _candidate_config(config: CertifyConfig, method: Method) -> CertifyConfig | None:
     """The configuration a candidate runs on (None: it does not apply to this configuration)."""
+    if config.strategy is not None:
+        return _matrix_candidate(config, method)
     reduced = config.reduced()  # a persistent sampler is certified as one epoch at σ/√E
     if method is Method.PLD_UPPER and reduced.sampler is Sampler.BALLS_AND_BINS and not (
             reduced.sigma >= BRACKET_MIN_SIGMA and reduced.steps <= BRACKET_MAX_STEPS
@@ -170,8 +255,12 @@ def _relabel(rows: list[dict], config: CertifyConfig, dominated: bool) -> list[d
     return [dict(r, sampler=config.sampler.value, guarantee="upper_bound", bound=DOMINATION_BOUND) for r in rows]
 
 
-def _mc_note(config: CertifyConfig, method: Method, delta: float, wall: float) -> tuple[str, int, float]:
+def _mc_note(config: CertifyConfig, method: Method, delta: float, wall: float) -> tuple[str, int | None, float | None]:
     directions = len(config.direction.parts())
+    if config.strategy is not None:  # value estimators with ranges B(ε) < 1: no [0, 1] sample floor applies
+        return (f"Monte Carlo ({method.value}, {config.samples} samples per direction, β={config.error_prob:g}) "
+                f"certified no finite ε at δ={delta:g} on its grid: more samples, or a larger δ, may; "
+                f"'epscert certify --target-rel-width' shows how its bounds narrow with samples."), None, None
     need = samples_needed(delta, config.error_prob, directions)
     seconds = wall * need / config.samples
     rate = directions * config.samples / wall if wall > 0 else math.inf
@@ -206,7 +295,7 @@ def best_certificate(config: CertifyConfig, *, delta: float | None = None, epsil
     rows: list[dict] = []
     notes: list[str] = []
     need = seconds = None
-    for method in certified_methods(config.sampler):
+    for method in candidate_methods(config):
         if quantity == "epsilon" and method not in EPSILON_METHODS:
             continue
         cfg = _candidate_config(config, method)
@@ -215,6 +304,7 @@ def best_certificate(config: CertifyConfig, *, delta: float | None = None, epsil
         run_method = cfg.resolved[0]
         dominated = cfg.sampler is not config.sampler
         if (quantity == "epsilon" and run_method.is_monte_carlo and not run_method.uses_importance
+                and cfg.strategy is None
                 and cfg.samples < samples_needed(target, cfg.error_prob, len(cfg.direction.parts()))):
             need = samples_needed(target, cfg.error_prob, len(cfg.direction.parts()))
             notes.append(f"Monte Carlo ({run_method.value}) was not run: {cfg.samples} samples per direction "
@@ -244,13 +334,29 @@ def best_certificate(config: CertifyConfig, *, delta: float | None = None, epsil
         if mine and math.isfinite(value) and (best is None or value < best["value"]):
             row = max(mine, key=lambda r: r[column])
             best = {"value": value, "row": row}
+    if config.strategy is not None:  # the deterministic lower bounds, for the two-sided answer
+        for method in MATRIX_LOWER:
+            cfg = _candidate_config(config, method)
+            if cfg is not None:
+                rows.extend(analytic_epsilon_rows(cfg, method, [target]) if quantity == "epsilon"
+                            else analytic_rows(dataclasses.replace(cfg, epsilons=(target,)), method))
+    lower, lower_method, estimate = lower_and_estimate(rows, quantity, direction)
+    name = _name(config)
     if best is None:
-        if not any(_candidate_config(config, m) for m in certified_methods(config.sampler)):
+        if not any(_candidate_config(config, m) for m in candidate_methods(config)):
             notes.append(f"no method certifies an upper bound for sampler={config.sampler.value!r} with these "
                          "settings (truncated batches have no deterministic domination)")
-        return Certificate(quantity, target, config.sampler.value, math.inf, None, None, None, None,
-                           tuple(notes), tuple(rows), need, seconds)
+        return Certificate(quantity, target, name, math.inf, None, None, None, None,
+                           tuple(notes), tuple(rows), need, seconds, lower, lower_method, estimate)
     row = best["row"]
     beta = row["error_prob"] if row["method"] in {m.value for m in Method if m.is_monte_carlo} else None
-    return Certificate(quantity, target, config.sampler.value, best["value"], row["method"], row["bound"],
-                       row["guarantee"], beta, tuple(notes), tuple(rows), need, seconds)
+    return Certificate(quantity, target, name, best["value"], row["method"], row["bound"],
+                       row["guarantee"], beta, tuple(notes), tuple(rows), need, seconds, lower, lower_method,
+                       estimate)
+
+
+def _name(config: CertifyConfig) -> str:
+    """What a certificate is about: the sampler, or 'bandmf' with the strategy for a matrix mechanism."""
+    if config.strategy is None:
+        return config.sampler.value
+    return f"bandmf {config.strategy.describe()} (iterations={config.strategy.iterations}, cycle_length={config.steps})"

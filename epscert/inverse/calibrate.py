@@ -103,6 +103,8 @@ def check_certifiable(config: CertifyConfig, method: Method) -> None:
     Its numbers lower-bound the shuffle sampler's δ under a conjectured tightness; returned as a
     bare "certified" value they could understate ε.
     """
+    if config.strategy is not None:  # the matrix-mechanism pair is a proven dominating pair (matrix_pair)
+        return
     if method.is_monte_carlo and loss_sampler(config, method).guarantee != "mc_upper_confidence":
         raise ValueError(f"sampler={config.sampler.value!r} has no certified Monte Carlo bound (the shuffle pair "
                          "is tight only under a conjecture); use epscert.certify, whose rows say 'conjecture'")

@@ -19,7 +19,26 @@ same seed, so its samples are the coarse pass's samples. With importance samplin
 event depends on the smallest ε of the grid, so the fine pass conditions on the lower end
 of the bracket: it draws a new, independent sample set (unless that end is the coarse
 grid's smallest ε, when the event and the samples are the same and the argument above
-applies), and the certificate comes from that pass alone.
+applies), and the certificate comes from that pass alone. The rule is general: the coarse
+points count only when the two passes have the same sampling key (the same samples); a key
+that depends on the smallest ε (importance, conditional, every matrix-mechanism method) makes
+the passes independent, and merging their points would need a union bound (2β).
+
+Fixed grids (the matrix mechanism, and truncated batches). There the coarse pass draws on its
+own seed (seed + 1), so the fine grid is fixed before the certifying samples are drawn and the
+argument needs no monotonicity between grid points. Upper side: if ε̂ < ε*, the largest grid
+point ε_k <= ε* has ε_k >= ε̂, so UCB(ε_k) <= UCB(ε̂) <= δ <= δ(ε_k) (the UCB curve of one sample
+set is non-increasing on the grid, :func:`epscert.results.rows.raised_from_the_right`): the UCB
+fails at the fixed point ε_k, probability <= β. Lower side (rows with an LCB, the matrix
+mechanism's value estimators): with λ(ε_i) = min_{j <= i} LCB(ε_j) (a running minimum, it only
+lowers each LCB) and
+
+    ε̌(δ) = max{ε_i in grid : λ(ε_i) > δ},
+
+if ε* < ε̌ the smallest grid point ε_k > ε* has ε_k <= ε̌, so LCB(ε_k) >= λ(ε̌) > δ >= δ(ε_k): the
+LCB fails at the fixed point ε_k, probability <= β. Each side holds at β; both at once at 2β.
+The certifying grid then spans both crossings (:func:`two_sided_grid`: a second search pass on the
+search seed narrows them first, so ``fine_points`` values give a fine resolution).
 """
 
 from __future__ import annotations
@@ -27,7 +46,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -42,6 +61,14 @@ from epscert.progress import Callback, ProgressMeter
 DEFAULT_COARSE_GRID = (0.0, 0.125, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0,
                        10.0, 12.0, 16.0, 20.0, 24.0, 32.0, 40.0, 48.0, 64.0)
 FINE_POINTS = 32
+#: Steps of the second search pass of a two-sided inversion across each coarse bracket (two_sided_grid).
+SEARCH_POINTS = 8
+#: ``bound`` of a matrix mechanism's ε(δ) rows: its rows' UCB and LCB, inverted on a fixed grid.
+MATRIX_GRID_BOUND = "mc_ucb_lcb_fixed_grid"
+#: The matrix mechanism's deterministic bounds (:mod:`epscert.allocation.matrix`), with an ε(δ) curve.
+MATRIX_BOUNDS = (Method.INDEPENDENT_LOWER_BOUND, Method.COMONOTONE_UPPER_BOUND)
+#: Analytic methods whose curve is an upper bound on δ(ε) (so their ε(δ) is an upper bound).
+UPPER_METHODS = (Method.EXACT, Method.PLD_UPPER, Method.COMONOTONE_UPPER_BOUND)
 #: ε values scanned for a feasible point when the truncation penalty makes δ(ε) non-monotone.
 TRUNCATION_SCAN = tuple(np.linspace(0.0, 64.0, 513).tolist())
 
@@ -55,10 +82,12 @@ def check_deltas(deltas: Sequence[float]) -> tuple[float, ...]:
     return values
 
 
-def _curve(table, direction: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _curve(table, direction: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(ε, δ estimate, UCB, LCB) of one direction's rows, by ε; LCB is 0 where a row has none."""
     rows = sorted((r for r in table.to_pylist() if r["direction"] == direction), key=lambda r: r["epsilon"])
     return (np.array([r["epsilon"] for r in rows]), np.array([r["delta"] for r in rows]),
-            np.array([r["delta_upper"] for r in rows]))
+            np.array([r["delta_upper"] for r in rows]),
+            np.array([r["delta_lower"] if r["delta_lower"] is not None else 0.0 for r in rows]))
 
 
 def _first_below(eps: np.ndarray, values: np.ndarray, target: float) -> float:
@@ -66,15 +95,67 @@ def _first_below(eps: np.ndarray, values: np.ndarray, target: float) -> float:
     return float(eps[hits[0]]) if hits.size else math.inf
 
 
-def _brackets(coarse: np.ndarray, ucb: np.ndarray, deltas: Sequence[float]) -> dict[float, tuple[float, float]]:
-    """For each δ whose crossing the coarse pass found: (lower end, one coarse step above it)."""
+def _brackets(coarse: np.ndarray, ucb: np.ndarray, deltas: Sequence[float],
+              lcb: np.ndarray | None = None) -> dict[float, tuple[float, float, float]]:
+    """For each δ whose crossing the coarse pass found: (lower end, one coarse step above it, and the
+    last coarse ε whose LCB exceeds δ when ``lcb`` is given and that point is below the lower end,
+    else the lower end again)."""
     out = {}
     for delta in deltas:
         hi = _first_below(coarse, ucb, delta)
         if math.isfinite(hi):
             k = int(np.searchsorted(coarse, hi))
-            out[delta] = (float(coarse[k - 1]) if k > 0 else hi, float(coarse[min(k + 1, coarse.size - 1)]))
+            lo = float(coarse[k - 1]) if k > 0 else hi
+            low = lo
+            if lcb is not None:
+                above = np.flatnonzero(lcb[:k] > delta)
+                low = min(lo, float(coarse[above[-1]])) if above.size else lo
+            out[delta] = (lo, float(coarse[min(k + 1, coarse.size - 1)]), low)
     return out
+
+
+def lower_epsilon(eps: np.ndarray, lcb: np.ndarray, delta: float) -> float | None:
+    """ε̌(δ) = max{ε_i : min_{j <= i} LCB(ε_j) > δ} on an ascending grid fixed before the samples
+    (module docstring, at the LCB's β); None when the first point's LCB is already <= δ."""
+    below = np.flatnonzero(~(lcb > delta))
+    if below.size == 0:
+        return float(eps[-1])
+    return float(eps[below[0] - 1]) if below[0] > 0 else None
+
+
+def matrix_search_grid(config: CertifyConfig, coarse: Sequence[float], delta: float) -> tuple[float, ...]:
+    """The coarse grid of a matrix mechanism, cut after its first point where the comonotone upper
+    bound (:mod:`epscert.allocation.matrix`) is <= ``delta``: ε(δ) lies at or below that point, so
+    the search needs nothing beyond it (and past it the estimators' ranges underflow to 0). The cut
+    depends on the configuration only, never on samples."""
+    grid = np.asarray(sorted(coarse), dtype=np.float64)
+    upper = analytic_bounds(config, Method.COMONOTONE_UPPER_BOUND, Direction.REMOVE, grid)["upper"]
+    done = np.flatnonzero(upper <= delta)
+    return tuple(grid[: done[0] + 1].tolist()) if done.size else tuple(grid.tolist())
+
+
+def two_sided_grid(search: CertifyConfig, brackets: dict, direction: str, fine_points: int,
+                   progress: Callable[[int], None] | None = None) -> list[float]:
+    """The certifying grid of a two-sided inversion (placement only: any fixed grid keeps the certificate valid).
+
+    A second search pass (``search``'s seed, :data:`SEARCH_POINTS` steps of h across each coarse
+    bracket [low, top]) finds the first ε with UCB <= δ (u) and the last below it with LCB > δ (l);
+    the certifying pass gets ``fine_points`` steps across [l - h, u + h], a span of a few h, so its
+    resolution is far finer than the coarse steps' for the same number of ε values, plus the coarse
+    points of [low, top] (a coarse answer if its own crossings fall outside the fine span).
+    """
+    spans = sorted({e for _, top, low in brackets.values() for e in np.linspace(low, top, SEARCH_POINTS + 1).tolist()})
+    eps, _, ucb, lcb = _curve(certify_config(dataclasses.replace(search, epsilons=tuple(spans)), progress), direction)
+    grid: set[float] = set()
+    for delta, (_, top, low) in brackets.items():
+        step = (top - low) / SEARCH_POINTS
+        crossed = np.flatnonzero(ucb <= delta)
+        upper = float(eps[crossed[0]]) if crossed.size else top
+        above = np.flatnonzero((lcb > delta) & (eps < upper))
+        lower = float(eps[above[-1]]) if above.size else low
+        grid.update(np.linspace(max(0.0, lower - step), upper + step, fine_points + 1).tolist())
+        grid.update(e for e in search.epsilons if low <= e <= top)  # coarse fallbacks if the crossings moved
+    return sorted(grid)
 
 
 def mc_epsilon_rows(config: CertifyConfig, method: Method, deltas: Sequence[float],
@@ -95,19 +176,29 @@ def mc_epsilon_rows(config: CertifyConfig, method: Method, deltas: Sequence[floa
     start = time.perf_counter()
     direction = config.direction.value
     plain = dataclasses.replace(config, methods=(method,), dataset_size=None, max_batch_size=None)
-    search_seed = (config.seed + 1) % 2**128 if config.truncated else config.seed
+    # a fixed grid: the coarse pass only searches, on its own seed (module docstring)
+    fixed_grid = config.truncated or config.strategy is not None
+    two_sided = config.strategy is not None  # value estimators with an LCB per ε
+    search_seed = (config.seed + 1) % 2**128 if fixed_grid else config.seed
     per_pass = len(config.direction.parts()) * config.samples
-    c_eps, c_mean, c_ucb = _curve(certify_config(dataclasses.replace(
-        plain, epsilons=tuple(coarse), seed=search_seed),
-        ProgressMeter(progress, per_pass, "sampling (coarse ε grid)").add), direction)
-    brackets = _brackets(c_eps, c_ucb, deltas)
-    grid = sorted({e for lo, top in brackets.values() for e in np.linspace(lo, top, fine_points + 1).tolist()})
-    f_eps, f_mean, f_ucb = c_eps, c_mean, c_ucb
+    if config.strategy is not None:
+        coarse = matrix_search_grid(config, coarse, min(deltas))
+    search = dataclasses.replace(plain, epsilons=tuple(coarse), seed=search_seed)
+    c_eps, c_mean, c_ucb, c_lcb = _curve(certify_config(
+        search, ProgressMeter(progress, per_pass, "sampling (coarse ε grid)").add), direction)
+    brackets = _brackets(c_eps, c_ucb, deltas, c_lcb if two_sided else None)
+    if two_sided and brackets:
+        grid = two_sided_grid(search, brackets, direction, fine_points,
+                              ProgressMeter(progress, per_pass, "sampling (second search)").add)
+    else:
+        grid = sorted({e for lo, top, _ in brackets.values() for e in np.linspace(lo, top, fine_points + 1).tolist()})
+    f_eps, f_mean, f_ucb, f_lcb = c_eps, c_mean, c_ucb, c_lcb
     if grid:
-        f_eps, f_mean, f_ucb = _curve(certify_config(dataclasses.replace(plain, epsilons=tuple(grid)),
-                                                     ProgressMeter(progress, per_pass, "sampling (fine ε grid)").add),
-                                      direction)
-        if not method.uses_importance and not config.truncated:  # same samples: coarse points count too
+        fine = dataclasses.replace(plain, epsilons=tuple(grid))
+        f_eps, f_mean, f_ucb, f_lcb = _curve(certify_config(
+            fine, ProgressMeter(progress, per_pass, "sampling (fine ε grid)").add), direction)
+        if not fixed_grid and fine.sampling_key(method) == search.sampling_key(method):
+            # same samples (same seed and key): the coarse points count too
             order = np.argsort(np.concatenate([c_eps, f_eps]), kind="stable")
             f_eps = np.concatenate([c_eps, f_eps])[order]
             f_mean = np.concatenate([c_mean, f_mean])[order]
@@ -115,21 +206,24 @@ def mc_epsilon_rows(config: CertifyConfig, method: Method, deltas: Sequence[floa
     wall = time.perf_counter() - start
     rows = []
     for delta in deltas:
-        pen_cap, eps_up = 0.0, math.inf
+        pen_cap, eps_up, eps_low = 0.0, math.inf, None
         if delta in brackets:
             top = brackets[delta][1]
             if config.truncated:
                 pen_cap = config_penalty(config, top)
             ok = (f_ucb + pen_cap <= delta) & (f_eps <= top if config.truncated else True)
             eps_up = float(f_eps[np.flatnonzero(ok)[0]]) if ok.any() else math.inf
+            if two_sided and grid:
+                eps_low = lower_epsilon(f_eps, f_lcb, delta)
         # the point estimate: the fine curve around the crossing, else the coarse curve
         est_eps, est_mean = (f_eps, f_mean) if delta in brackets else (c_eps, c_mean)
         pens = np.array([config_penalty(config, e) for e in est_eps]) if config.truncated else 0.0
         row = base_row(config, method, config.direction, _first_below(est_eps, est_mean + pens, delta), wall)
         row.update(quantity="epsilon_at_delta", target_delta=delta, delta=delta, epsilon_upper=eps_up,
-                   samples=config.samples, error_prob=config.error_prob, seed=str(config.seed),
+                   epsilon_lower=eps_low, samples=config.samples, error_prob=config.error_prob, seed=str(config.seed),
                    orders=config.orders if method.uses_order_stats else None,
-                   bound="kl_chernoff_shared_grid", truncation_penalty=pen_cap if config.truncated else None,
+                   bound=MATRIX_GRID_BOUND if two_sided else "kl_chernoff_shared_grid",
+                   truncation_penalty=pen_cap if config.truncated else None,
                    guarantee="conjecture" if config.sampler in (Sampler.SHUFFLE, Sampler.SHUFFLE_PERSISTENT)
                    else "mc_upper_confidence")
         rows.append(row)
@@ -144,9 +238,9 @@ def _delta_curve(config: CertifyConfig, method: Method, direction: Direction):
     inherits them: the bisection returns a point where the upper curve is <= δ (a valid
     certificate there) or the lower curve is > δ (then ε(δ) exceeds it, δ(·) being non-increasing).
     """
-    if method not in (Method.EXACT, Method.PLD_UPPER, Method.PLD_LOWER, Method.CUBE_LOWER_BOUND):
+    if method not in (Method.EXACT, Method.PLD_UPPER, Method.PLD_LOWER, Method.CUBE_LOWER_BOUND) + MATRIX_BOUNDS:
         raise ValueError(f"no ε(δ) for method={method.value!r}")
-    upper = method in (Method.EXACT, Method.PLD_UPPER)
+    upper = method in UPPER_METHODS
     key = "upper" if upper else "lower"
     return lambda e: float(analytic_bounds(config, method, direction, [e])[key][0])
 
@@ -176,6 +270,8 @@ def analytic_bound_name(config: CertifyConfig, method: Method) -> str:
     """The ``bound`` column of an analytic ε(δ) row (the same names as the δ(ε) rows)."""
     if method in (Method.PLD_UPPER, Method.PLD_LOWER) and config.sampler.base is Sampler.BALLS_AND_BINS:
         return "allocation_bracket_upper" if method is Method.PLD_UPPER else "allocation_bracket_lower"
+    if method in MATRIX_BOUNDS:
+        return analytic_bounds(config, method, config.direction.parts()[0], [1.0])["bound"]
     return {Method.EXACT: "gaussian_closed_form", Method.PLD_UPPER: "pld_pessimistic",
             Method.PLD_LOWER: "pld_optimistic"}.get(method, "cube")
 
@@ -187,7 +283,8 @@ def analytic_epsilon_rows(config: CertifyConfig, method: Method, deltas: Sequenc
     parts = (Direction.REMOVE,) if method is Method.EXACT else config.direction.parts()
     rows = []
     for delta in deltas:
-        guarantee = {Method.EXACT: "exact", Method.PLD_UPPER: "upper_bound"}.get(method, "lower_bound")
+        guarantee = {Method.EXACT: "exact", Method.PLD_UPPER: "upper_bound",
+                     Method.COMONOTONE_UPPER_BOUND: "upper_bound"}.get(method, "lower_bound")
         if guarantee == "exact" and config.truncated:
             guarantee = "upper_bound"
         eps = max(_analytic_epsilon(config, method, delta, d, guarantee != "lower_bound") for d in parts)

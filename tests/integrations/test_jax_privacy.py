@@ -70,3 +70,82 @@ def test_accountant_for_balls_in_bins_is_the_reduced_one_epoch_certificate():
     ref = epscert.Accountant(noise_multiplier=2.0 / math.sqrt(4), steps=10, epochs=1, samples=20_000)
     assert acc.get_epsilon(1e-2) == ref.get_epsilon(1e-2)
     assert math.isfinite(acc.get_epsilon(1e-2))
+
+
+# --- BandMF (issue 23): the accountant of a JAX Privacy BandMF run, against JAX Privacy itself ---------
+
+sample_generation = pytest.importorskip("jax_privacy.experimental.monte_carlo.sample_generation")
+
+from epscert.integrations.jax_privacy import bandmf_accountant  # noqa: E402
+from epscert.strategies import toeplitz_strategy  # noqa: E402
+
+#: Two-sided z of each Monte Carlo comparison: false failure <= 1e-6 per assertion (CLT).
+Z = 4.9
+
+
+@pytest.mark.parametrize("n, b, c_col", [(10, 4, [1.0, 0.5, 0.25]), (7, 3, [1.0, 0.8, 0.6, 0.4, 0.2]),
+                                         (6, 6, [0.5, 1.0])])
+def test_modes_gram_is_jax_privacys(n, b, c_col):
+    """JAX Privacy's own positive samples at noise 0 are the modes C x_j of its BallsInBinsSampling (bins
+    with fewer participations when b does not divide n, bands wrapping past a cycle): their Gram matrix
+    is the one epscert samples from."""
+    strategy = bsel.BallsInBinsSampling(iterations=n, cycle_length=b)
+    drawn = sample_generation.generate_sample(strategy, 0.0, np.array(c_col), seed=0, positive_sample=True,
+                                              num_samples=40 * b)  # every bin drawn: P(miss) <= b (1-1/b)^40b
+    modes = np.unique(drawn.T, axis=0)
+    modes = modes[np.argsort([np.flatnonzero(m)[0] for m in modes])]  # bin j's mode starts at iteration j
+    assert modes.shape == (b, n)
+    np.testing.assert_allclose(toeplitz_strategy(c_col, n).gram(b).g0, modes @ modes.T, rtol=1e-12, atol=1e-12)
+
+
+def jax_delta(strategy, sigma: float, c_col, eps: float, positive: bool, m: int, seed: int) -> tuple[float, float]:
+    """δ(ε) and its standard error from JAX Privacy's privacy-loss samples: mean of (1 - e^{ε-ℓ})_+
+    (positive_sample=True: our REMOVE loss under P; False: the ADD loss, already negated)."""
+    losses, _ = sample_generation.get_privacy_loss_sample(strategy=strategy, noise_multiplier=sigma,
+                                                          c_col=np.array(c_col), seed=seed, positive_sample=positive,
+                                                          num_samples=m)
+    values = -np.expm1(np.minimum(eps - np.asarray(losses), 0.0))
+    return float(values.mean()), float(values.std(ddof=1) / math.sqrt(m))
+
+
+@pytest.mark.parametrize("n, b, c_col, sigma, eps", [
+    (10, 4, [1.0, 0.5, 0.25], 1.5, 0.5),        # b does not divide n
+    (9, 3, [1.0, 0.8, 0.6, 0.4], 2.0, 0.3),     # more bands than the cycle: the modes overlap cyclically
+    (8, 2, [1.3], 1.2, 0.5),                    # C = c·I
+])
+@pytest.mark.parametrize("direction", ["remove", "add"])
+def test_bandmf_accountant_agrees_with_jax_privacys_monte_carlo(n, b, c_col, sigma, eps, direction):
+    strategy = bsel.BallsInBinsSampling(iterations=n, cycle_length=b)
+    acc = bandmf_accountant(strategy, noise_multiplier=sigma, c_col=np.array(c_col), samples=3000, seed=4,
+                            direction=direction, method="conditional")
+    lower, estimate, upper = acc.delta_interval(eps)
+    row = next(r for r in acc.last_table.to_pylist() if r["direction"] == direction)
+    theirs, se = jax_delta(strategy, sigma, c_col, eps, direction == "remove", 6000, seed=11)
+    assert abs(estimate - theirs) <= Z * math.hypot(se, row["std_error"]), (estimate, theirs, se)
+    assert lower <= theirs + Z * se and theirs - Z * se <= upper
+
+
+def test_bandmf_accountant_is_the_strategy_accountant():
+    strategy = bsel.BallsInBinsSampling(iterations=20, cycle_length=5)
+    acc = bandmf_accountant(strategy, noise_multiplier=2.0, c_col=np.array([1.0, 0.5, 0.25]), samples=500)
+    same = epscert.Accountant(noise_multiplier=2.0, strategy=toeplitz_strategy([1.0, 0.5, 0.25], 20),
+                              cycle_length=5, samples=500)
+    assert acc.config == same.config and acc.config.epochs == 4  # 4 cycles of 5
+    long = bandmf_accountant(strategy, noise_multiplier=2.0, c_col=np.ones(30), samples=500)
+    assert long.config.strategy.c_col == (1.0,) * 20  # entries past n are cut, as JAX Privacy cuts them
+
+
+@pytest.mark.parametrize("kwargs, needle", [
+    ({"strategy": bsel.CyclicPoissonSampling(sampling_prob=0.5, iterations=10)}, "must be BallsInBinsSampling"),
+    ({"strategy": bsel.BallsInBinsSampling(iterations=4, cycle_length=5)}, "cycle_length must be <= iterations=4"),
+    ({"c_col": np.array([1.0, -0.1])}, r"c_col\[1\]=-0.1"),
+    ({"c_col": np.array([[1.0]])}, "1-D"),
+    ({"noise_multiplier": 0.0}, "sigma"),
+    ({"steps": 3}, "comes from the JAX Privacy strategy"),
+])
+def test_bandmf_accountant_refuses_bad_input(kwargs, needle):
+    args = {"strategy": bsel.BallsInBinsSampling(iterations=10, cycle_length=5), "noise_multiplier": 1.0,
+            "c_col": np.array([1.0, 0.5])}
+    args.update(kwargs)
+    with pytest.raises(ValueError, match=needle):
+        bandmf_accountant(**args)

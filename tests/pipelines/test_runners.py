@@ -138,3 +138,39 @@ def test_conditional_certify_on_every_runner_equals_the_api(tmp_path, runner_arg
     assert {r["method"] for r in rows} == {"conditional", "conditional_order_stats"}
     assert all(r["delta_upper"] >= r["delta"] for r in rows)
     assert rows == api_rows(job.configs)
+
+
+MATRIX_ARGS = ["--c-col", "1,0.5,0.25", "--iterations", "10", "--cycle-length", "4", "--sigma", "1.2",
+               "--epsilons", "0.5,1", "--method", "conditional,importance,naive", "--samples", "300", "--shards", "2",
+               "--seed", "6", "--no-progress", "--format", "json"]
+
+
+@pytest.mark.parametrize("runner_args", [[], MULTI_PROCESS, "portable"], ids=["in_memory", "multi_processing", "portable"])
+def test_matrix_certify_on_every_runner_equals_the_api(tmp_path, runner_args, request):
+    """Issue 23: a BandMF strategy (b = 4 not dividing n = 10) travels with the configuration; every
+    runner gives the API's rows, its own deterministic bounds as baselines included."""
+    if runner_args == "portable":
+        runner_args = request.getfixturevalue("portable_services")
+    out = tmp_path / "m.parquet"
+    certify.run([*MATRIX_ARGS, "--output", str(out), *runner_args], stdout=open(os.devnull, "w"))
+    job = certify.prepare([*MATRIX_ARGS, "--output", str(out)])
+    rows = without_wall(pq.read_table(out).to_pylist())
+    assert {r["method"] for r in rows} == {"conditional", "importance", "naive", "independent_lower_bound",
+                                           "comonotone_upper_bound"}
+    assert {r["strategy"] for r in rows} == {job.config.strategy.describe()}
+    assert rows == api_rows(job.configs)
+
+
+@pytest.mark.parametrize("runner_args", [[], MULTI_PROCESS], ids=["in_memory", "multi_processing"])
+def test_dense_strategy_by_path_on_worker_processes(tmp_path, runner_args):
+    """A dense C goes to the workers as path + SHA-256; they read the file themselves."""
+    import numpy as np  # noqa: PLC0415
+
+    path = tmp_path / "C.npy"
+    np.save(path, np.tril(np.full((8, 8), 0.5)) + 0.5 * np.eye(8))
+    args = ["--strategy-matrix", str(path), "--cycle-length", "3", "--sigma", "2", "--epsilons", "1",
+            "--method", "naive", "--samples", "200", "--shards", "2", "--seed", "1", "--no-progress", "--format", "json",
+            "--output", str(tmp_path / "d.parquet")]
+    certify.run([*args, *runner_args], stdout=open(os.devnull, "w"))
+    rows = without_wall(pq.read_table(tmp_path / "d.parquet").to_pylist())
+    assert rows == api_rows(certify.prepare(args).configs)

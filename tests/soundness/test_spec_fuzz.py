@@ -172,6 +172,12 @@ OUT_OF_RANGE = {
     "pld_discretization": [0, -1e-4, 2.0, "fine"],
     "baselines": ["yes", 1, None],
     "backend": ["cuda", "GPU", "", 3],
+    # the matrix-mechanism keys (issue 23)
+    "mechanism": ["ftrl", "", 3, "dpsgd-bandmf"],
+    "c_col": [[-1.0], "1,nan", "1,x", "nowhere.npy", [], [[1.0], 2.0], [1.0, "x"]],
+    "strategy_matrix": ["nowhere.npy", "", "notes.txt", 3],
+    "iterations": [0, -1, 2.5, "10", 10**8],
+    "cycle_length": [0, -1, 2.5, "4", 10**9],
 }
 
 
