@@ -1,0 +1,438 @@
+"""Exponentially tilted FFT composition (the Esscher transform) with a relative error bound.
+
+Factors j = 1..d: a sub-probability m_j on the grid ℓ = o_j + iΔ (:class:`~epscert.fft.pairs.GridMasses`,
+already rounded outward) taken c_j times. The composition y = *_j m_j^{*c_j} lives on
+ℓ = Σ_j c_j o_j + kΔ and δ(ε) = p∞ + Σ_{ℓ > ε} f_ε(ℓ) y(ℓ), f_ε(ℓ) = 1 - e^{ε-ℓ},
+p∞ = 1 - Π_j (1 - m_{j,∞})^{c_j}.
+
+Tilting. For λ >= 0 and any positive numbers M̃_j, x_j = m_j e^{λℓ}/M̃_j satisfies
+*_j x_j^{*c_j} = y e^{λℓ} / Π M̃_j^{c_j} exactly (e^{λ(a+b)} = e^{λa}e^{λb}), so
+
+    δ(ε) - p∞ = S · Σ_{ℓ > ε} f_ε(ℓ) e^{-λℓ} z(ℓ),      S = Π_j M̃_j^{c_j},  z = *_j x_j^{*c_j}.
+
+M̃_j = Σ_i m_{j,i} e^{λℓ_i} (computed), so ‖x_j‖₁ ≈ 1 and z is a probability vector whose mass sits
+where λ puts it: at the saddle point of Σ_j c_j log M_j(λ) - λε the tilted mass near ε is O(1), and
+an error that is small against ‖z‖ is small against δ(ε). That is why the bound below is relative.
+
+z is computed by FFT on N points over the window W = [m_lo, m_lo + N) of grid indices (circular:
+index k stands for the k' ≡ k mod N in W). The error budget, as inequalities (u = 2^-53):
+
+1. Tilting. x̃_j = x_j(1 + θ), |θ| <= r_x = c·u·(1 + |log m| + λ|ℓ| + |log M̃|) per entry; the
+   composition has non-negative terms, so it is within a factor (1 + r_x)^{Σc} of the exact one.
+2. FFT (stated model, ``spectrum.py``): each coefficient of rfft(x̃_j) is within
+   τ_j = ``FFT_ROUNDOFF_UNITS``·u·log2(N)·‖x̃_j‖₁ of the exact DFT.
+3. Product (telescoping, ``spectrum.py``): |Ã - A| <= E(ω) = Π_j M_j^{c_j}·Σ_j c_j τ_j/M_j
+   + |Ã|·``EXP_ROUNDOFF_UNITS``·u·(1 + Σ_j c_j(1 + |log X̃_j|)), M_j = |X̃_j| + τ_j.
+4. Inverse FFT, per output point: |z̃_k - z_k| <= E_pt = (1/N)Σ_ω [E(ω) + FFT_ROUNDOFF_UNITS·u·
+   log2(N)·(|Ã(ω)| + E(ω))] (a DFT output moves by at most the mean modulus of its input's error).
+5. Untilting and the sum: the upper value uses (z̃_k + E_pt)_+ and the lower (z̃_k - E_pt)_+ (so
+   each point is bounded, not only the sum); logsumexp suffix sums and the final
+   S·e^{A}(1 - e^{ε+B-A}) carry a relative allowance r_sum = c·u·(N + |log S| + |A| + |B| + |ε|)/
+   min(1, |ε + B - A|) (the last factor is the expm1 of a small difference); grid losses are
+   rounded (|ℓ̃ - ℓ| <= ξ), which f_{ε∓ξ} covers: f_ε(ℓ) <= f_{ε-ξ}(ℓ̃) (upper reads at ε - ξ,
+   lower at ε + ξ), and e^{-λℓ} is off by at most e^{λξ}.
+
+Wrap-around. The computed z̃ approximates wrap(z) >= z on W. Upper: δ(ε) <= S Σ_{W, ℓ>ε} f e^{-λℓ}
+wrap(z) + Pr[S_ℓ > top of W] + p∞, and Pr[S_ℓ > t] <= min_s Π_j M_j(s)^{c_j} e^{-st} (Chernoff,
+s > 0, untilted). Lower: the wrapped-in mass adds S·Σ_{ℓ>ε} f e^{-λℓ}(wrap z - z) <=
+S e^{-λε}·Pr_λ[outside W] (f <= 1, e^{-λℓ} <= e^{-λε} for ℓ > ε and λ >= 0), with
+S·Pr_λ[above t] <= min_s Π M_j(λ+s)^{c_j} e^{-st} and S·Pr_λ[below b] <= min_s Π M_j(λ-s)^{c_j} e^{sb}.
+Every ε read must be >= the bottom of W (losses in (ε, bottom) would be missed).
+
+A-posteriori check (:func:`check_agree`): the same factors composed with a second λ give a
+second value with its own allowance; the two intervals must overlap, else :class:`TiltCheckError`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import numpy as np
+from scipy import fft as sp_fft
+from scipy import special
+
+from epscert.fft.pairs import UNIT_ROUNDOFF, GridMasses
+
+#: Per-radix-stage FFT round-off in units of u, relative to the input's ℓ1 norm (stated model).
+FFT_ROUNDOFF_UNITS = 8.0
+#: Round-off of exp(Σ c log X̃) relative to 1 + Σ c (1 + |log X̃|), in units of u.
+EXP_ROUNDOFF_UNITS = 4.0
+#: Relative round-off units of the tilting, of each logsumexp and of the final reading.
+TILT_ROUNDOFF_UNITS = 8.0
+#: Tilted mass allowed outside the window on each side (Chernoff), before the e^{-λε} factor.
+WINDOW_TAIL = 1e-10
+#: Largest FFT accepted.
+MAX_FFT = 2**24
+
+
+class TiltCheckError(RuntimeError):
+    """Two compositions of the same factors disagree beyond their written error budgets."""
+
+
+@dataclass(frozen=True, eq=False)
+class Factor:
+    """A grid sub-probability composed ``count`` times."""
+
+    masses: GridMasses
+    count: int
+
+
+def _log_masses(g: GridMasses) -> tuple[np.ndarray, np.ndarray]:
+    keep = g.masses > 0.0
+    return np.log(g.masses[keep]), g.losses()[keep]
+
+
+#: Block length of the blocked MGF sums (a power of two).
+MGF_BLOCK = 64
+#: Largest |s|·(block width) in the blocked MGF (keeps e^{s r Δ} far from overflow).
+MAX_BLOCK_EXPONENT = 64.0
+
+
+def log_mgf(g: GridMasses, s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(log Σ_i m_i e^{s ℓ_i}, absolute round-off bound) for each s; -inf where the mass is 0.
+
+    Blocked: Σ_b e^{s ℓ_b + log μ_b} Σ_r (m_{b,r}/μ_b) e^{s r Δ} with μ_b the block's largest mass, so
+    every inner term is <= e^{|s|·BΔ} and nothing that matters underflows (a term below 1e-300·μ_b
+    is lost: at most B·1e-300·e^{64} relative to the block, covered by the allowance).
+    """
+    s = np.atleast_1d(np.asarray(s, dtype=np.float64))
+    m = g.masses
+    if not np.any(m > 0.0):
+        return np.full(s.size, -np.inf), np.zeros(s.size)
+    block = MGF_BLOCK
+    smax = float(np.max(np.abs(s))) if s.size else 0.0
+    while block > 1 and smax * block * g.delta > MAX_BLOCK_EXPONENT:
+        block //= 2
+    pad = (-m.size) % block
+    mm = np.concatenate([m, np.zeros(pad)]).reshape(-1, block)
+    mu = np.max(mm, axis=1)
+    keep = mu > 0.0
+    mm, mu = mm[keep], mu[keep]
+    starts = g.losses()[::block][keep]
+    inner = (mm / mu[:, None]) @ np.exp(np.outer(g.delta * np.arange(block), s))
+    with np.errstate(divide="ignore"):
+        logs = np.log(inner) + np.log(mu)[:, None] + np.outer(starts, s)
+    vals = special.logsumexp(logs, axis=0)
+    mag = np.max(np.abs(np.where(np.isfinite(logs), logs, 0.0)), axis=0)
+    err = TILT_ROUNDOFF_UNITS * UNIT_ROUNDOFF * (block + math.log2(max(mu.size, 2)) + 2.0 + mag) + 1e-280
+    return vals, err
+
+
+#: Chernoff exponents s for the window and tail bounds (any s > 0 gives a valid bound).
+TAIL_S = 2.0 ** (np.arange(-48, 49) / 4.0)
+#: Tilts are snapped down to this grid (eighth octaves) so that nearby requests share a composition.
+LAM_STEPS_PER_OCTAVE = 8
+#: Smallest non-zero tilt and the largest tilt tried.
+LAM_MIN, LAM_MAX = 2.0**-6, 2.0**12
+#: Golden-section steps of the saddle-point search.
+SADDLE_STEPS = 60
+
+
+class Mgf:
+    """s -> Σ_j c_j log M_j(s), rounded up (an upper bound), evaluated on demand and cached."""
+
+    def __init__(self, factors: Sequence[Factor]) -> None:
+        self.factors = tuple(factors)
+        self._cache: dict[float, float] = {}
+        log_finite = 0.0
+        for f in self.factors:
+            inf = f.masses.inf_mass
+            log_finite += f.count * (math.log1p(-inf) if inf < 1.0 else -math.inf)
+        self.log_finite = log_finite
+
+    @classmethod
+    def of(cls, factors: Sequence[Factor]) -> "Mgf":
+        return cls(factors)
+
+    def values(self, s) -> np.ndarray:
+        s = np.atleast_1d(np.asarray(s, dtype=np.float64))
+        todo = [float(v) for v in s.tolist() if float(v) not in self._cache]
+        if todo:
+            arr = np.asarray(sorted(set(todo)))
+            total = np.zeros(arr.size)
+            for f in self.factors:
+                v, e = log_mgf(f.masses, arr)
+                total += f.count * (v + e)
+            self._cache.update(zip(arr.tolist(), total.tolist()))
+        return np.asarray([self._cache[float(v)] for v in s.tolist()])
+
+    def at(self, s: float) -> float:
+        return float(self.values([s])[0])
+
+    def upper_tail(self, threshold: float) -> float:
+        """log Pr[S_ℓ >= threshold] <= min_{s>0} Σ c log M(s) - s·threshold (finite part)."""
+        with np.errstate(invalid="ignore"):
+            ex = self.values(TAIL_S) - TAIL_S * threshold
+        return min(0.0, float(np.nanmin(ex)))
+
+    def saddle(self, eps: float) -> float:
+        """The tilt λ ∈ {0} ∪ [LAM_MIN, LAM_MAX] minimising Σ c log M(λ) - λε, to 1/16 octave.
+
+        h(λ) = Σ c log M(λ) - λε is convex: a half-octave scan, then a sixteenth-octave scan of the
+        octave around the best point.
+        """
+        coarse = np.concatenate([[0.0], 2.0 ** np.arange(math.log2(LAM_MIN), math.log2(LAM_MAX) + 0.25, 0.5)])
+        h = self.values(coarse) - coarse * eps
+        k = int(np.nanargmin(h))
+        if k == 0:
+            return 0.0
+        fine = coarse[k] * 2.0 ** (np.arange(-8, 9) / 16.0)
+        fine = fine[(fine >= LAM_MIN) & (fine <= LAM_MAX)]
+        hf = self.values(fine) - fine * eps
+        return float(fine[int(np.nanargmin(hf))])
+
+    def tilted_tails(self, lam: float) -> tuple[np.ndarray, np.ndarray]:
+        """Pairs (Σ c log M(λ + s), s) and (Σ c log M(λ - s), s) for s in TAIL_S (finite values)."""
+        up = np.column_stack([self.values(lam + TAIL_S), TAIL_S])
+        down = np.column_stack([self.values(lam - TAIL_S), TAIL_S])
+        return up[np.isfinite(up[:, 0])], down[np.isfinite(down[:, 0])]
+
+
+def window_for(mgf: Mgf, lam: float, eps_min: float, tail: float = WINDOW_TAIL) -> tuple[float, float]:
+    """Loss window [bottom, top] with Pr_λ[outside] <= tail on each side (Chernoff), bottom <= eps_min."""
+    up, down = mgf.tilted_tails(lam)
+    base = mgf.at(lam)
+    log_tail = math.log(tail)
+    top = float(np.min((up[:, 0] - base - log_tail) / up[:, 1])) if up.size else math.inf
+    bottom = float(np.max((log_tail - (down[:, 0] - base)) / down[:, 1])) if down.size else -math.inf
+    return min(bottom, eps_min), top
+
+
+def lam_grid(lam: float) -> float:
+    """λ snapped down to 0 or to 2^(k/LAM_STEPS_PER_OCTAVE) (nearby requests share a composition)."""
+    if lam < LAM_MIN:
+        return 0.0
+    k = math.floor(LAM_STEPS_PER_OCTAVE * math.log2(min(lam, LAM_MAX)) + 1e-9)
+    return float(2.0 ** (k / LAM_STEPS_PER_OCTAVE))
+
+
+@dataclass(frozen=True, eq=False)
+class Composition:
+    """The tilted composition on one window, ready to read δ(ε) with its allowances."""
+
+    lam: float
+    delta: float
+    offset: float  # Σ c_j o_j
+    m_lo: int
+    z: np.ndarray  # tilted values at grid indices m_lo .. m_lo + N - 1
+    err_pt: float
+    log_scale: float  # log S
+    rel: float  # (1 + r_x)^{Σc} - 1 and the reading allowances, without r_sum
+    log_finite: float
+    mgf: Mgf
+    xi: float  # bound on |ℓ̃ - ℓ| over the window
+    _suffix: dict = field(default_factory=dict, repr=False)
+
+    @property
+    def losses(self) -> np.ndarray:
+        if "losses" not in self._suffix:
+            self._suffix["losses"] = self.offset + self.delta * (self.m_lo + np.arange(self.z.size, dtype=np.float64))
+        return self._suffix["losses"]
+
+    @property
+    def bottom(self) -> float:
+        return self.offset + self.delta * self.m_lo
+
+    @property
+    def top(self) -> float:
+        return self.offset + self.delta * (self.m_lo + self.z.size - 1)
+
+    @property
+    def inf_part(self) -> float:
+        return -math.expm1(self.log_finite) if self.log_finite > -math.inf else 1.0
+
+    def _sums(self, upper: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Suffix sums Σ_{m >= j} v_m e^{-λ(ℓ_m - ℓ_0)} and Σ v_m e^{-(λ+1)(ℓ_m - ℓ_0)}, ℓ_0 the bottom.
+
+        Every term is <= v_m <= 1 + E_pt (ℓ_m >= ℓ_0), summed from the top: relative round-off
+        <= N·u of the suffix itself. Where a suffix underflows the logs are taken term by term.
+        """
+        key = "up" if upper else "down"
+        if key not in self._suffix:
+            vals = np.maximum(self.z + self.err_pt, 0.0) if upper else np.maximum(self.z - self.err_pt, 0.0)
+            rise = self.delta * np.arange(self.z.size, dtype=np.float64)  # ℓ_m - ℓ_0
+            with np.errstate(under="ignore"):
+                ta = vals * np.exp(-self.lam * rise)
+                tb = ta * np.exp(-rise)
+            self._suffix[key] = (np.cumsum(ta[::-1])[::-1], np.cumsum(tb[::-1])[::-1], vals)
+        return self._suffix[key]
+
+    def _log_sum(self, eps: float, upper: bool) -> tuple[float, float]:
+        """(log Σ_{ℓ > eps} f_eps(ℓ) e^{-λℓ} z±, relative allowance r_sum) (module docstring, step 5)."""
+        ell = self.losses
+        j = int(np.searchsorted(ell, eps, side="right"))
+        if j >= ell.size:
+            return -math.inf, 0.0
+        sum_a, sum_b, vals = self._sums(upper)
+        ell0 = float(ell[0])
+        if sum_a[j] > 1e-250 and sum_b[j] > 1e-250:
+            a = math.log(sum_a[j]) - self.lam * ell0
+            b = math.log(sum_b[j]) - (self.lam + 1.0) * ell0
+        else:  # far above the bulk: the same sums in log space
+            with np.errstate(divide="ignore"):
+                la = np.log(vals[j:]) - self.lam * ell[j:]
+            a, b = float(special.logsumexp(la)), float(special.logsumexp(la - ell[j:]))
+        if a == -math.inf:
+            return -math.inf, 0.0
+        x = eps + b - a
+        r_sum = TILT_ROUNDOFF_UNITS * UNIT_ROUNDOFF * (
+            self.z.size + abs(self.log_scale) + abs(a) + abs(b) + abs(eps) + self.lam * abs(ell0))
+        if not x < -1e-300:  # f_ε rounds to 0 against the sum: f_ε <= 1 bounds it above, 0 below
+            return (a, r_sum) if upper else (-math.inf, 0.0)
+        return a + math.log(-math.expm1(x)), r_sum / min(1.0, abs(x))
+
+    def log_tilted_outside(self, eps: float) -> float:
+        """log of S e^{-λε} Pr_λ[outside the window] (the wrap-around term of the lower value)."""
+        up, down = self.mgf.tilted_tails(self.lam)
+        top = self.top + self.delta
+        out = -math.inf
+        if up.size:
+            out = float(np.min(up[:, 0] - up[:, 1] * top))
+        if down.size:
+            out = float(np.logaddexp(out, np.min(down[:, 0] + down[:, 1] * self.bottom)))
+        return out - self.lam * eps
+
+    def absolute(self, eps: float, upper: bool) -> float:
+        """The part of the allowance that does not scale with δ (the floor the ``resolution`` reports).
+
+        S·E_pt·Σ_{ℓ>ε} f_ε(ℓ)e^{-λℓ} (a geometric sum over the window) plus, for the upper value, the
+        ∞ mass and the tail above the window; for the lower value, the wrap-around term.
+        """
+        ell = self.losses
+        j = int(np.searchsorted(ell, eps, side="right"))
+        count = ell.size - j
+        fp = 0.0
+        if count > 0 and self.err_pt > 0.0:
+            def geometric(rate: float) -> float:  # log Σ_{i<count} e^{-rate·iΔ}
+                if rate * self.delta < 1e-12:
+                    return math.log(count)
+                return math.log(-math.expm1(-rate * self.delta * count)) - math.log(-math.expm1(-rate * self.delta))
+            start = float(ell[j])
+            first = -self.lam * start + geometric(self.lam)
+            second = eps - (self.lam + 1.0) * start + geometric(self.lam + 1.0)
+            log_w = first + math.log(-math.expm1(min(second - first, -1e-300)))
+            fp = math.exp(min(self.log_scale + math.log(self.err_pt) + log_w, 0.0))
+        if upper:
+            return min(1.0, fp + self.inf_part + math.exp(self.mgf.upper_tail(self.top + self.delta)))
+        return min(1.0, fp + math.exp(min(self.log_tilted_outside(eps), 0.0)))
+
+    def upper(self, eps: float) -> float:
+        """Upper bound on δ(ε) (ε >= the window's bottom)."""
+        if eps < self.bottom:
+            raise ValueError(f"epsilon below the composition window ({self.bottom:g}), got epsilon={eps!r}")
+        e = eps - self.xi
+        log_sum, r_sum = self._log_sum(e, True)
+        tail = math.exp(self.mgf.upper_tail(self.top + self.delta))
+        grow = (1.0 + self.rel) * (1.0 + r_sum) * math.exp(self.lam * self.xi)
+        val = math.exp(min(self.log_scale + log_sum, 700.0)) * grow if log_sum > -math.inf else 0.0
+        return min(1.0, self.inf_part + val + tail)
+
+    def lower(self, eps: float) -> float:
+        """Lower bound on δ(ε) (ε >= the window's bottom): the value less the wrap-around term,
+        both in log space (neither is capped before the difference)."""
+        if eps < self.bottom:
+            raise ValueError(f"epsilon below the composition window ({self.bottom:g}), got epsilon={eps!r}")
+        e = eps + self.xi
+        log_sum, r_sum = self._log_sum(e, False)
+        if log_sum == -math.inf or r_sum >= 1.0:
+            return 0.0
+        log_val = self.log_scale + log_sum + math.log1p(-r_sum) - math.log1p(self.rel) - self.lam * self.xi
+        log_alias = self.log_tilted_outside(e)
+        if log_alias >= log_val:
+            return 0.0
+        log_low = log_val + math.log(-math.expm1(log_alias - log_val))
+        return math.exp(min(log_low, 0.0))
+
+
+def _full_sum(half: np.ndarray, n: int) -> float:
+    """Σ over all n frequencies of a Hermitian quantity given on the rfft half."""
+    if n % 2 == 0:
+        return float(half[0] + half[-1] + 2.0 * np.sum(half[1:-1]))
+    return float(half[0] + 2.0 * np.sum(half[1:]))
+
+
+def compose(factors: Sequence[Factor], lam: float, eps_min: float, mgf: Mgf | None = None,
+            size: int | None = None, window: tuple[float, float] | None = None) -> Composition:
+    """The tilted composition of ``factors`` (module docstring), window from Chernoff unless given."""
+    if lam < 0.0 or not math.isfinite(lam):
+        raise ValueError(f"lam must be a finite number >= 0, got lam={lam!r}")
+    if not factors:
+        raise ValueError("factors must hold at least one factor, got factors=()")
+    delta = factors[0].masses.delta
+    if any(f.masses.delta != delta for f in factors):
+        raise ValueError("all factors must share one grid step delta")
+    u = UNIT_ROUNDOFF
+    mgf = mgf or Mgf.of(factors)
+    offset = float(sum(f.count * f.masses.offset for f in factors))
+    offset_mag = float(sum(f.count * abs(f.masses.offset) for f in factors)) * (1 + len(factors))
+    bottom, top = window or window_for(mgf, lam, eps_min)
+    m_lo = math.floor((bottom - offset) / delta) - 1
+    m_hi = math.ceil((top - offset) / delta) + 1
+    n = size or sp_fft.next_fast_len(int(min(max(m_hi - m_lo + 1, 16), MAX_FFT)), real=True)
+    if n % 2:
+        n += 1
+    log2n = math.log2(n)
+    half = n // 2 + 1
+    log_abs = np.zeros(half)
+    phase = np.zeros(half)
+    sum_log_m = np.zeros(half)
+    sum_tau_over_m = np.zeros(half)
+    sum_abs_log = np.zeros(half)
+    log_scale = 0.0
+    r_x = 0.0
+    steps = 0
+    for f in factors:
+        log_m, ell = _log_masses(f.masses)
+        if log_m.size == 0:
+            continue
+        expo = log_m + lam * ell
+        log_big_m = float(special.logsumexp(expo))
+        x = np.exp(expo - log_big_m)
+        idx = (f.masses.start + np.flatnonzero(f.masses.masses > 0.0)) % n
+        buf = np.bincount(idx, weights=x, minlength=n)
+        spec = sp_fft.rfft(buf)
+        tau = FFT_ROUNDOFF_UNITS * u * log2n * float(np.sum(x)) + 1e-300
+        absy = np.abs(spec)
+        with np.errstate(divide="ignore"):
+            la = np.log(absy)
+        ph = np.angle(spec)
+        m = absy + tau
+        log_abs += f.count * la
+        phase += f.count * ph
+        sum_log_m += f.count * np.log(m)
+        sum_tau_over_m += (f.count * tau) / m
+        # |log ŷ| <= |log|ŷ|| + |arg ŷ| (a zero coefficient contributes nothing: its power is 0)
+        sum_abs_log += f.count * (1.0 + np.abs(np.where(absy > 0.0, la, 0.0)) + np.abs(ph))
+        log_scale += f.count * log_big_m
+        r_x = max(r_x, TILT_ROUNDOFF_UNITS * u * (1.0 + float(np.max(np.abs(expo - log_big_m)))
+                                                   + abs(log_big_m) + float(np.max(np.abs(log_m)))))
+        steps += f.count
+    with np.errstate(under="ignore", invalid="ignore"):
+        spectrum = np.exp(log_abs + 1j * phase)
+        mag = np.abs(spectrum)
+        evaluation = np.where(mag > 0.0, mag * EXP_ROUNDOFF_UNITS * u * (1.0 + sum_abs_log), 0.0)
+        error = np.exp(sum_log_m) * sum_tau_over_m + evaluation
+    err_pt = (_full_sum(error, n) + FFT_ROUNDOFF_UNITS * u * log2n * (_full_sum(mag, n) + _full_sum(error, n))) / n
+    z = np.roll(sp_fft.irfft(spectrum, n), -(m_lo % n))
+    rel = math.expm1(steps * math.log1p(r_x)) + TILT_ROUNDOFF_UNITS * u * (1.0 + abs(log_scale))
+    xi = 4.0 * u * (offset_mag + delta * (abs(m_lo) + n))
+    return Composition(lam, delta, offset, m_lo, z, err_pt, log_scale, rel, mgf.log_finite, mgf, xi)
+
+
+def check_agree(a: Composition, b: Composition, eps: float, upper: bool) -> None:
+    """Raise :class:`TiltCheckError` unless the two compositions agree at ε within their budgets.
+
+    Each composition brackets the same exact value v (the composition of the same rounded factors):
+    lower_a <= v <= upper_a and lower_b <= v <= upper_b, so the intervals must overlap.
+    """
+    if eps < max(a.bottom, b.bottom):
+        return
+    lo_a, up_a, lo_b, up_b = a.lower(eps), a.upper(eps), b.lower(eps), b.upper(eps)
+    slack = 1e-12 * max(up_a, up_b)
+    if lo_a > up_b + slack or lo_b > up_a + slack:
+        side = "upper" if upper else "lower"
+        raise TiltCheckError(
+            f"tilted FFT compositions disagree at epsilon={eps!r} ({side} side): λ={a.lam:g} gives "
+            f"[{lo_a:.6e}, {up_a:.6e}], λ={b.lam:g} gives [{lo_b:.6e}, {up_b:.6e}]")
