@@ -63,6 +63,8 @@ EXP_ROUNDOFF_UNITS = 4.0
 TILT_ROUNDOFF_UNITS = 8.0
 #: Tilted mass allowed outside the window on each side (Chernoff), before the e^{-λε} factor.
 WINDOW_TAIL = 1e-10
+#: Smallest positive normal float: an upper value that underflows is reported as this (never 0).
+TINY = float(np.finfo(np.float64).tiny)
 #: Largest FFT accepted.
 MAX_FFT = 2**24
 
@@ -327,7 +329,8 @@ class Composition:
         tail = math.exp(self.mgf.upper_tail(self.top + self.delta))
         grow = (1.0 + self.rel) * (1.0 + r_sum) * math.exp(self.lam * self.xi)
         val = math.exp(min(self.log_scale + log_sum, 700.0)) * grow if log_sum > -math.inf else 0.0
-        return min(1.0, self.inf_part + val + tail)
+        # a value that underflows is below the smallest normal float, which then bounds it
+        return min(1.0, max(self.inf_part + val + tail, TINY))
 
     def lower(self, eps: float) -> float:
         """Lower bound on δ(ε) (ε >= the window's bottom): the value less the wrap-around term,
