@@ -162,11 +162,19 @@ class SubsampledPair:
         else:  # decreasing: (x_0, inf), (x_{k+1}, x_k], (-inf, x_K]
             lo = np.concatenate([xs, [-np.inf]])
             hi = np.concatenate([[np.inf], xs])
-        p, ep = interval_mass(lo, hi, self.p_components, self.sigma)
-        q, eq = interval_mass(lo, hi, self.q_components, self.sigma)
+        means = sorted({m for _, m in self.mixture} | {0.0})
+        comps = {m: interval_mass(lo, hi, ((1.0, m),), self.sigma) for m in means}
+        weight = lambda parts: tuple(sum(w for w, mm in parts if mm == m) for m in means)  # noqa: E731
+        a, b = weight(self.p_components), weight(self.q_components)
+        p = sum(w * comps[m][0] for w, m in zip(a, means))
+        q = sum(w * comps[m][0] for w, m in zip(b, means))
+        ep = sum(w * comps[m][1] for w, m in zip(a, means)) + 2.0 * UNIT_ROUNDOFF * p
+        eq = sum(w * comps[m][1] for w, m in zip(b, means)) + 2.0 * UNIT_ROUNDOFF * q
+        inner = tuple((comps[m][0][1:-1], comps[m][1][1:-1]) for m in means)
         return Cells(delta, offset, start, p[1:-1], q[1:-1], ep[1:-1], eq[1:-1],
                      below_p=float(p[0]), below_err=float(ep[0]), above_p=float(p[-1]),
-                     above_err=float(ep[-1]), eta=self._eta(losses, xs))
+                     above_err=float(ep[-1]), eta=self._eta(losses, xs),
+                     components=inner, p_weights=a, q_weights=b)
 
     # -- the reservoir ------------------------------------------------------------------------------
     def _region(self, b: float) -> tuple[float, float, float, float]:

@@ -88,6 +88,11 @@ class Cells:
     above_p: float = 0.0
     above_err: float = 0.0
     eta: float = 0.0
+    #: Optional mixture form: P_k = Σ_i a_i C_{i,k}, Q_k = Σ_i b_i C_{i,k} with component masses C_i
+    #: (and their errors); the surplus and deficit are then formed per component (less cancellation).
+    components: tuple = ()
+    p_weights: tuple = ()
+    q_weights: tuple = ()
 
     @property
     def size(self) -> int:
@@ -125,8 +130,11 @@ class Reservoir:
 def surplus_deficit(cells: Cells) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(s̃, err_s, d̃, err_d): s = P - e^{g_k}Q, d = e^{g_{k+1}}Q - P with absolute error bounds.
 
-    err_s <= err_p + e^{g_k} err_q + c·u(1 + |g_k|)e^{g_k}Q + 2u(P + e^{g_k}Q): the two input errors,
-    the exponential's error (c = EXP_ROUNDOFF_UNITS) and the product and difference roundings.
+    Plain form: err_s <= err_p + e^{g_k} err_q + c·u(1 + |g_k|)e^{g_k}Q + 2u(P + e^{g_k}Q) (the two
+    input errors, the exponential's error (c = EXP_ROUNDOFF_UNITS), the product and difference
+    roundings). Mixture form (``cells.components``): s = Σ_i (a_i - e^{g_k} b_i) C_i, so each
+    component's error is weighted by |a_i - e^{g_k} b_i| (small for the component the two sides
+    share), plus the same exponential and rounding terms over Σ_i (a_i + e^{g_k} b_i) C_i.
     """
     u = UNIT_ROUNDOFF
     g = cells.edges()
@@ -134,12 +142,21 @@ def surplus_deficit(cells: Cells) -> tuple[np.ndarray, np.ndarray, np.ndarray, n
     with np.errstate(over="ignore"):
         elo, ehi = np.exp(glo), np.exp(ghi)
         qlo, qhi = elo * cells.q, ehi * cells.q
-        s = cells.p - qlo
-        d = qhi - cells.p
-        err_s = (cells.err_p + elo * cells.err_q + EXP_ROUNDOFF_UNITS * u * (1.0 + np.abs(glo)) * qlo
-                 + 2.0 * u * (cells.p + qlo))
-        err_d = (cells.err_p + ehi * cells.err_q + EXP_ROUNDOFF_UNITS * u * (1.0 + np.abs(ghi)) * qhi
-                 + 2.0 * u * (cells.p + qhi))
+        round_s = EXP_ROUNDOFF_UNITS * u * (1.0 + np.abs(glo)) * qlo + 2.0 * u * (cells.p + qlo)
+        round_d = EXP_ROUNDOFF_UNITS * u * (1.0 + np.abs(ghi)) * qhi + 2.0 * u * (cells.p + qhi)
+        if not cells.components:
+            s = cells.p - qlo
+            d = qhi - cells.p
+            return s, cells.err_p + elo * cells.err_q + round_s, d, cells.err_p + ehi * cells.err_q + round_d
+        s = np.zeros(cells.size)
+        d = np.zeros(cells.size)
+        err_s, err_d = round_s.copy(), round_d.copy()
+        for (comp, err), a, b in zip(cells.components, cells.p_weights, cells.q_weights):
+            cs, cd = a - b * elo, b * ehi - a
+            s += cs * comp
+            d += cd * comp
+            err_s += np.abs(cs) * err + 2.0 * u * (a + b * elo) * comp * (2.0 + np.abs(glo))
+            err_d += np.abs(cd) * err + 2.0 * u * (a + b * ehi) * comp * (2.0 + np.abs(ghi))
     return s, err_s, d, err_d
 
 

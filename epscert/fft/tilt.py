@@ -19,9 +19,10 @@ index k stands for the k' ≡ k mod N in W). The error budget, as inequalities (
 
 1. Tilting. x̃_j = x_j(1 + θ), |θ| <= r_x = c·u·(1 + |log m| + λ|ℓ| + |log M̃|) per entry; the
    composition has non-negative terms, so it is within a factor (1 + r_x)^{Σc} of the exact one.
-2. FFT (stated model, ``spectrum.py``): each coefficient of rfft(x̃_j) is within
+2. FFT (a stated model, as in issue 11's bracket): each coefficient of rfft(x̃_j) is within
    τ_j = ``FFT_ROUNDOFF_UNITS``·u·log2(N)·‖x̃_j‖₁ of the exact DFT.
-3. Product (telescoping, ``spectrum.py``): |Ã - A| <= E(ω) = Π_j M_j^{c_j}·Σ_j c_j τ_j/M_j
+3. Product (telescoping |Π a_j^{c_j} - Π b_j^{c_j}| <= Σ_j c_j |a_j - b_j| M_j^{c_j-1} Π_{i≠j} M_i^{c_i},
+   M_j >= |a_j|, |b_j|; plus the evaluation of exp(Σ c log X̃)): |Ã - A| <= E(ω) = Π_j M_j^{c_j}·Σ_j c_j τ_j/M_j
    + |Ã|·``EXP_ROUNDOFF_UNITS``·u·(1 + Σ_j c_j(1 + |log X̃_j|)), M_j = |X̃_j| + τ_j.
 4. Inverse FFT, per output point: |z̃_k - z_k| <= E_pt = (1/N)Σ_ω [E(ω) + FFT_ROUNDOFF_UNITS·u·
    log2(N)·(|Ã(ω)| + E(ω))] (a DFT output moves by at most the mean modulus of its input's error).
@@ -92,52 +93,69 @@ MGF_BLOCK = 64
 MAX_BLOCK_EXPONENT = 64.0
 
 
-def log_mgf(g: GridMasses, s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(log Σ_i m_i e^{s ℓ_i}, absolute round-off bound) for each s; -inf where the mass is 0.
+class Blocked:
+    """A grid sub-probability cut into blocks of B points for its moment-generating function.
 
-    Blocked: Σ_b e^{s ℓ_b + log μ_b} Σ_r (m_{b,r}/μ_b) e^{s r Δ} with μ_b the block's largest mass, so
-    every inner term is <= e^{|s|·BΔ} and nothing that matters underflows (a term below 1e-300·μ_b
-    is lost: at most B·1e-300·e^{64} relative to the block, covered by the allowance).
+    Σ_i m_i e^{s ℓ_i} = Σ_b e^{s ℓ_b + log μ_b} Σ_r (m_{b,r}/μ_b) e^{s r Δ}, μ_b the block's largest
+    mass: every inner term is <= e^{|s|·BΔ} <= e^{MAX_BLOCK_EXPONENT} for |s| <= ``smax``, and
+    nothing that matters underflows (a term below 1e-300·μ_b is lost: at most B·1e-300·e^{64}
+    relative to the block, covered by the allowance).
     """
+
+    def __init__(self, g: GridMasses, smax: float) -> None:
+        m = g.masses
+        block = MGF_BLOCK
+        while block > 1 and smax * block * g.delta > MAX_BLOCK_EXPONENT:
+            block //= 2
+        pad = (-m.size) % block
+        mm = np.concatenate([m, np.zeros(pad)]).reshape(-1, block)
+        mu = np.max(mm, axis=1)
+        keep = mu > 0.0
+        self.block, self.smax, self.delta = block, smax, g.delta
+        self.inner = mm[keep] / mu[keep, None]
+        self.log_mu = np.log(mu[keep])
+        self.starts = g.offset + g.delta * (g.start + block * np.flatnonzero(keep).astype(np.float64))
+
+    def log_mgf(self, s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(log Σ_i m_i e^{s ℓ_i}, absolute round-off bound) for each s (|s| <= smax); -inf if m = 0."""
+        s = np.atleast_1d(np.asarray(s, dtype=np.float64))
+        if self.log_mu.size == 0:
+            return np.full(s.size, -np.inf), np.zeros(s.size)
+        if s.size and float(np.max(np.abs(s))) > self.smax:
+            raise ValueError(f"s must be <= {self.smax} in magnitude, got s={float(np.max(np.abs(s)))!r}")
+        inner = self.inner @ np.exp(np.outer(self.delta * np.arange(self.block), s))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            logs = np.log(inner) + self.log_mu[:, None] + np.outer(self.starts, s)
+            top = np.max(logs, axis=0)
+            vals = np.log(np.sum(np.exp(logs - top), axis=0)) + top
+        vals = np.where(np.isfinite(top), vals, top)
+        mag = np.maximum(np.abs(np.nan_to_num(top, neginf=0.0)), np.abs(np.nan_to_num(np.min(logs, axis=0),
+                                                                                      neginf=0.0)))
+        err = TILT_ROUNDOFF_UNITS * UNIT_ROUNDOFF * (self.block + math.log2(max(self.log_mu.size, 2)) + 2.0 + mag)
+        return vals, err + 1e-280
+
+
+def log_mgf(g: GridMasses, s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(log Σ_i m_i e^{s ℓ_i}, absolute round-off bound) for each s (see :class:`Blocked`)."""
     s = np.atleast_1d(np.asarray(s, dtype=np.float64))
-    m = g.masses
-    if not np.any(m > 0.0):
-        return np.full(s.size, -np.inf), np.zeros(s.size)
-    block = MGF_BLOCK
-    smax = float(np.max(np.abs(s))) if s.size else 0.0
-    while block > 1 and smax * block * g.delta > MAX_BLOCK_EXPONENT:
-        block //= 2
-    pad = (-m.size) % block
-    mm = np.concatenate([m, np.zeros(pad)]).reshape(-1, block)
-    mu = np.max(mm, axis=1)
-    keep = mu > 0.0
-    mm, mu = mm[keep], mu[keep]
-    starts = g.losses()[::block][keep]
-    inner = (mm / mu[:, None]) @ np.exp(np.outer(g.delta * np.arange(block), s))
-    with np.errstate(divide="ignore"):
-        logs = np.log(inner) + np.log(mu)[:, None] + np.outer(starts, s)
-    vals = special.logsumexp(logs, axis=0)
-    mag = np.max(np.abs(np.where(np.isfinite(logs), logs, 0.0)), axis=0)
-    err = TILT_ROUNDOFF_UNITS * UNIT_ROUNDOFF * (block + math.log2(max(mu.size, 2)) + 2.0 + mag) + 1e-280
-    return vals, err
+    return Blocked(g, float(np.max(np.abs(s))) if s.size else 0.0).log_mgf(s)
 
 
 #: Chernoff exponents s for the window and tail bounds (any s > 0 gives a valid bound).
-TAIL_S = 2.0 ** (np.arange(-48, 49) / 4.0)
+TAIL_S = 2.0 ** (np.arange(-20, 17) / 2.0)
 #: Tilts are snapped down to this grid (eighth octaves) so that nearby requests share a composition.
 LAM_STEPS_PER_OCTAVE = 8
 #: Smallest non-zero tilt and the largest tilt tried.
 LAM_MIN, LAM_MAX = 2.0**-6, 2.0**12
-#: Golden-section steps of the saddle-point search.
-SADDLE_STEPS = 60
 
 
 class Mgf:
-    """s -> Σ_j c_j log M_j(s), rounded up (an upper bound), evaluated on demand and cached."""
+    """s -> Σ_j c_j log M_j(s), rounded up (an upper bound), evaluated on demand (in batches) and cached."""
 
     def __init__(self, factors: Sequence[Factor]) -> None:
         self.factors = tuple(factors)
         self._cache: dict[float, float] = {}
+        self._blocked: dict[float, list[Blocked]] = {}
         log_finite = 0.0
         for f in self.factors:
             inf = f.masses.inf_mass
@@ -148,16 +166,23 @@ class Mgf:
     def of(cls, factors: Sequence[Factor]) -> "Mgf":
         return cls(factors)
 
+    def _blocks(self, smax: float) -> list[Blocked]:
+        """Blocked forms for |s| <= smax (cached per power of two of smax, so blocks stay long)."""
+        key = 2.0 ** max(0, math.ceil(math.log2(max(smax, 1.0))))
+        if key not in self._blocked:
+            self._blocked[key] = [Blocked(f.masses, key) for f in self.factors]
+        return self._blocked[key]
+
     def values(self, s) -> np.ndarray:
         s = np.atleast_1d(np.asarray(s, dtype=np.float64))
-        todo = [float(v) for v in s.tolist() if float(v) not in self._cache]
+        todo = sorted({float(v) for v in s.tolist()} - self._cache.keys())
         if todo:
-            arr = np.asarray(sorted(set(todo)))
+            arr = np.asarray(todo)
             total = np.zeros(arr.size)
-            for f in self.factors:
-                v, e = log_mgf(f.masses, arr)
+            for f, b in zip(self.factors, self._blocks(float(np.max(np.abs(arr))))):
+                v, e = b.log_mgf(arr)
                 total += f.count * (v + e)
-            self._cache.update(zip(arr.tolist(), total.tolist()))
+            self._cache.update(zip(todo, total.tolist()))
         return np.asarray([self._cache[float(v)] for v in s.tolist()])
 
     def at(self, s: float) -> float:
@@ -169,26 +194,47 @@ class Mgf:
             ex = self.values(TAIL_S) - TAIL_S * threshold
         return min(0.0, float(np.nanmin(ex)))
 
-    def saddle(self, eps: float) -> float:
-        """The tilt λ ∈ {0} ∪ [LAM_MIN, LAM_MAX] minimising Σ c log M(λ) - λε, to 1/16 octave.
+    def saddles(self, epsilons) -> list[float]:
+        """For each ε, the tilt λ ∈ {0} ∪ [LAM_MIN, LAM_MAX] minimising Σ c log M(λ) - λε, to 1/16 octave.
 
         h(λ) = Σ c log M(λ) - λε is convex: a half-octave scan, then a sixteenth-octave scan of the
-        octave around the best point.
+        octave around the best point (two batches of evaluations for all ε together).
         """
+        eps = [float(e) for e in np.atleast_1d(epsilons)]
         coarse = np.concatenate([[0.0], 2.0 ** np.arange(math.log2(LAM_MIN), math.log2(LAM_MAX) + 0.25, 0.5)])
-        h = self.values(coarse) - coarse * eps
-        k = int(np.nanargmin(h))
-        if k == 0:
-            return 0.0
-        fine = coarse[k] * 2.0 ** (np.arange(-8, 9) / 16.0)
-        fine = fine[(fine >= LAM_MIN) & (fine <= LAM_MAX)]
-        hf = self.values(fine) - fine * eps
-        return float(fine[int(np.nanargmin(hf))])
+        # h is convex in λ and its minimiser grows with ε: once h rises for the largest ε it has
+        # risen for every ε; evaluate in chunks of increasing λ and stop there (large λ need short blocks)
+        lowest = max(eps) if eps else 0.0
+        upto = 0
+        while upto < coarse.size:
+            upto = min(coarse.size, upto + 8)
+            h = self.values(coarse[:upto]) - coarse[:upto] * lowest
+            k = int(np.nanargmin(h))
+            if k < upto - 2:
+                break
+        coarse = coarse[:upto]
+        vc = self.values(coarse)
+        best = [int(np.nanargmin(vc - coarse * e)) for e in eps]
+        fines = [coarse[k] * 2.0 ** (np.arange(-8, 9) / 16.0) for k in best]
+        fines = [f[(f >= LAM_MIN) & (f <= LAM_MAX)] for f in fines]
+        self.values(np.concatenate(fines))
+        out = []
+        for e, k, f in zip(eps, best, fines):
+            if k == 0:
+                out.append(0.0)
+                continue
+            vf = self.values(f) - f * e
+            out.append(float(f[int(np.nanargmin(vf))]))
+        return out
+
+    def saddle(self, eps: float) -> float:
+        return self.saddles([eps])[0]
 
     def tilted_tails(self, lam: float) -> tuple[np.ndarray, np.ndarray]:
         """Pairs (Σ c log M(λ + s), s) and (Σ c log M(λ - s), s) for s in TAIL_S (finite values)."""
-        up = np.column_stack([self.values(lam + TAIL_S), TAIL_S])
-        down = np.column_stack([self.values(lam - TAIL_S), TAIL_S])
+        both = self.values(np.concatenate([lam + TAIL_S, lam - TAIL_S]))  # |s| <= λ + 256
+        up = np.column_stack([both[:TAIL_S.size], TAIL_S])
+        down = np.column_stack([both[TAIL_S.size:], TAIL_S])
         return up[np.isfinite(up[:, 0])], down[np.isfinite(down[:, 0])]
 
 
@@ -349,11 +395,104 @@ class Composition:
         return math.exp(min(log_low, 0.0))
 
 
-def _full_sum(half: np.ndarray, n: int) -> float:
+@dataclass(frozen=True, eq=False)
+class Prepared:
+    """One factor tilted by λ and transformed (rfft on N points), with its round-off inputs."""
+
+    log_abs: np.ndarray  # log|X̃|
+    phase: np.ndarray  # arg X̃
+    log_m: np.ndarray  # log(|X̃| + τ)
+    tau_over_m: np.ndarray  # τ/(|X̃| + τ)
+    abs_log: np.ndarray  # 1 + |log|X̃|| + |arg X̃| >= 1 + |log X̃|
+    log_big_m: float  # log M̃ (the normaliser; any value works, this one makes ‖x‖₁ = 1)
+    r_x: float  # relative round-off of the tilted entries (step 1)
+
+
+def prepare(masses: GridMasses, lam: float, n: int) -> Prepared | None:
+    """x = m e^{λℓ}/M̃ placed circularly on n points and transformed (None if m is 0)."""
+    u = UNIT_ROUNDOFF
+    log_m, ell = _log_masses(masses)
+    if log_m.size == 0:
+        return None
+    expo = log_m + lam * ell
+    log_big_m = float(special.logsumexp(expo))
+    x = np.exp(expo - log_big_m)
+    idx = (masses.start + np.flatnonzero(masses.masses > 0.0)) % n
+    spec = sp_fft.rfft(np.bincount(idx, weights=x, minlength=n))
+    tau = FFT_ROUNDOFF_UNITS * u * math.log2(n) * float(np.sum(x)) + 1e-300
+    absy = np.abs(spec)
+    with np.errstate(divide="ignore"):
+        la = np.log(absy)
+    ph = np.angle(spec)
+    m = absy + tau
+    r_x = TILT_ROUNDOFF_UNITS * u * (1.0 + float(np.max(np.abs(expo - log_big_m))) + abs(log_big_m)
+                                     + float(np.max(np.abs(log_m))))
+    # |log X̃| <= |log|X̃|| + |arg X̃| (a zero coefficient contributes nothing: its power is 0)
+    abs_log = 1.0 + np.abs(np.where(absy > 0.0, la, 0.0)) + np.abs(ph)
+    return Prepared(la, ph, np.log(m), tau / m, abs_log, log_big_m, r_x)
+
+
+class Product:
+    """Running Π_j X̃_j^{c_j} (as Σ c log), its round-off bound (steps 2-3) and log S."""
+
+    def __init__(self, n: int) -> None:
+        half = n // 2 + 1
+        self.n = n
+        self.log_abs = np.zeros(half)
+        self.phase = np.zeros(half)
+        self.sum_log_m = np.zeros(half)
+        self.sum_tau_over_m = np.zeros(half)
+        self.sum_abs_log = np.zeros(half)
+        self.log_scale = 0.0
+        self.r_x = 0.0
+        self.steps = 0
+
+    def add(self, prep: Prepared | None, count: int) -> None:
+        if prep is None or count == 0:
+            return
+        self.log_abs += count * prep.log_abs
+        self.phase += count * prep.phase
+        self.sum_log_m += count * prep.log_m
+        self.sum_tau_over_m += count * prep.tau_over_m
+        self.sum_abs_log += count * prep.abs_log
+        self.log_scale += count * prep.log_big_m
+        self.r_x = max(self.r_x, prep.r_x)
+        self.steps += count
+
+    def spectrum(self) -> tuple[np.ndarray, np.ndarray]:
+        """(Ã, E) with |Ã - A| <= E coefficientwise (module docstring, steps 2-3)."""
+        u = UNIT_ROUNDOFF
+        with np.errstate(under="ignore", invalid="ignore"):
+            spectrum = np.exp(self.log_abs + 1j * self.phase)
+            mag = np.abs(spectrum)
+            evaluation = np.where(mag > 0.0, mag * EXP_ROUNDOFF_UNITS * u * (1.0 + self.sum_abs_log), 0.0)
+            error = np.exp(self.sum_log_m) * self.sum_tau_over_m + evaluation
+        return spectrum, error
+
+    @property
+    def rel(self) -> float:
+        """(1 + r_x)^{Σc} - 1 plus the rounding of log S (steps 1 and 5)."""
+        return math.expm1(self.steps * math.log1p(self.r_x)) + TILT_ROUNDOFF_UNITS * UNIT_ROUNDOFF * (
+            1.0 + abs(self.log_scale))
+
+
+def full_sum(half: np.ndarray, n: int) -> float:
     """Σ over all n frequencies of a Hermitian quantity given on the rfft half."""
     if n % 2 == 0:
-        return float(half[0] + half[-1] + 2.0 * np.sum(half[1:-1]))
-    return float(half[0] + 2.0 * np.sum(half[1:]))
+        return float(np.real(half[0]) + np.real(half[-1]) + 2.0 * np.sum(np.real(half[1:-1])))
+    return float(np.real(half[0]) + 2.0 * np.sum(np.real(half[1:])))
+
+
+def lattice(factors: Sequence[Factor]) -> tuple[float, float, float]:
+    """(Δ, Σ c_j o_j, a bound on the magnitude of that sum's terms) of the composed lattice."""
+    if not factors:
+        raise ValueError("factors must hold at least one factor, got factors=()")
+    delta = factors[0].masses.delta
+    if any(f.masses.delta != delta for f in factors):
+        raise ValueError("all factors must share one grid step delta")
+    offset = float(sum(f.count * f.masses.offset for f in factors))
+    offset_mag = float(sum(f.count * abs(f.masses.offset) for f in factors)) * (1 + len(factors))
+    return delta, offset, offset_mag
 
 
 def compose(factors: Sequence[Factor], lam: float, eps_min: float, mgf: Mgf | None = None,
@@ -361,67 +500,25 @@ def compose(factors: Sequence[Factor], lam: float, eps_min: float, mgf: Mgf | No
     """The tilted composition of ``factors`` (module docstring), window from Chernoff unless given."""
     if lam < 0.0 or not math.isfinite(lam):
         raise ValueError(f"lam must be a finite number >= 0, got lam={lam!r}")
-    if not factors:
-        raise ValueError("factors must hold at least one factor, got factors=()")
-    delta = factors[0].masses.delta
-    if any(f.masses.delta != delta for f in factors):
-        raise ValueError("all factors must share one grid step delta")
+    delta, offset, offset_mag = lattice(factors)
     u = UNIT_ROUNDOFF
     mgf = mgf or Mgf.of(factors)
-    offset = float(sum(f.count * f.masses.offset for f in factors))
-    offset_mag = float(sum(f.count * abs(f.masses.offset) for f in factors)) * (1 + len(factors))
     bottom, top = window or window_for(mgf, lam, eps_min)
     m_lo = math.floor((bottom - offset) / delta) - 1
     m_hi = math.ceil((top - offset) / delta) + 1
     n = size or sp_fft.next_fast_len(int(min(max(m_hi - m_lo + 1, 16), MAX_FFT)), real=True)
     if n % 2:
         n += 1
-    log2n = math.log2(n)
-    half = n // 2 + 1
-    log_abs = np.zeros(half)
-    phase = np.zeros(half)
-    sum_log_m = np.zeros(half)
-    sum_tau_over_m = np.zeros(half)
-    sum_abs_log = np.zeros(half)
-    log_scale = 0.0
-    r_x = 0.0
-    steps = 0
+    product = Product(n)
     for f in factors:
-        log_m, ell = _log_masses(f.masses)
-        if log_m.size == 0:
-            continue
-        expo = log_m + lam * ell
-        log_big_m = float(special.logsumexp(expo))
-        x = np.exp(expo - log_big_m)
-        idx = (f.masses.start + np.flatnonzero(f.masses.masses > 0.0)) % n
-        buf = np.bincount(idx, weights=x, minlength=n)
-        spec = sp_fft.rfft(buf)
-        tau = FFT_ROUNDOFF_UNITS * u * log2n * float(np.sum(x)) + 1e-300
-        absy = np.abs(spec)
-        with np.errstate(divide="ignore"):
-            la = np.log(absy)
-        ph = np.angle(spec)
-        m = absy + tau
-        log_abs += f.count * la
-        phase += f.count * ph
-        sum_log_m += f.count * np.log(m)
-        sum_tau_over_m += (f.count * tau) / m
-        # |log ŷ| <= |log|ŷ|| + |arg ŷ| (a zero coefficient contributes nothing: its power is 0)
-        sum_abs_log += f.count * (1.0 + np.abs(np.where(absy > 0.0, la, 0.0)) + np.abs(ph))
-        log_scale += f.count * log_big_m
-        r_x = max(r_x, TILT_ROUNDOFF_UNITS * u * (1.0 + float(np.max(np.abs(expo - log_big_m)))
-                                                   + abs(log_big_m) + float(np.max(np.abs(log_m)))))
-        steps += f.count
-    with np.errstate(under="ignore", invalid="ignore"):
-        spectrum = np.exp(log_abs + 1j * phase)
-        mag = np.abs(spectrum)
-        evaluation = np.where(mag > 0.0, mag * EXP_ROUNDOFF_UNITS * u * (1.0 + sum_abs_log), 0.0)
-        error = np.exp(sum_log_m) * sum_tau_over_m + evaluation
-    err_pt = (_full_sum(error, n) + FFT_ROUNDOFF_UNITS * u * log2n * (_full_sum(mag, n) + _full_sum(error, n))) / n
+        product.add(prepare(f.masses, lam, n), f.count)
+    spectrum, error = product.spectrum()
+    log2n = math.log2(n)
+    mag = np.abs(spectrum)
+    err_pt = (full_sum(error, n) + FFT_ROUNDOFF_UNITS * u * log2n * (full_sum(mag, n) + full_sum(error, n))) / n
     z = np.roll(sp_fft.irfft(spectrum, n), -(m_lo % n))
-    rel = math.expm1(steps * math.log1p(r_x)) + TILT_ROUNDOFF_UNITS * u * (1.0 + abs(log_scale))
     xi = 4.0 * u * (offset_mag + delta * (abs(m_lo) + n))
-    return Composition(lam, delta, offset, m_lo, z, err_pt, log_scale, rel, mgf.log_finite, mgf, xi)
+    return Composition(lam, delta, offset, m_lo, z, err_pt, product.log_scale, product.rel, mgf.log_finite, mgf, xi)
 
 
 def check_agree(a: Composition, b: Composition, eps: float, upper: bool) -> None:
