@@ -121,7 +121,7 @@ class Blocked:
         s = np.atleast_1d(np.asarray(s, dtype=np.float64))
         if self.log_mu.size == 0:
             return np.full(s.size, -np.inf), np.zeros(s.size)
-        if s.size and float(np.max(np.abs(s))) > self.smax:
+        if s.size and float(np.max(np.abs(s))) > self.smax * (1.0 + 1e-9):
             raise ValueError(f"s must be <= {self.smax} in magnitude, got s={float(np.max(np.abs(s)))!r}")
         inner = self.inner @ np.exp(np.outer(self.delta * np.arange(self.block), s))
         with np.errstate(divide="ignore", invalid="ignore"):
@@ -168,7 +168,7 @@ class Mgf:
 
     def _blocks(self, smax: float) -> list[Blocked]:
         """Blocked forms for |s| <= smax (cached per power of two of smax, so blocks stay long)."""
-        key = 2.0 ** max(0, math.ceil(math.log2(max(smax, 1.0))))
+        key = 2.0 ** max(0, math.ceil(math.log2(max(smax, 1.0)) + 1e-9))
         if key not in self._blocked:
             self._blocked[key] = [Blocked(f.masses, key) for f in self.factors]
         return self._blocked[key]
@@ -386,13 +386,14 @@ class Composition:
         e = eps + self.xi
         log_sum, r_sum = self._log_sum(e, False)
         if log_sum == -math.inf or r_sum >= 1.0:
-            return 0.0
+            return self.inf_part * (1.0 - 4.0 * UNIT_ROUNDOFF)
         log_val = self.log_scale + log_sum + math.log1p(-r_sum) - math.log1p(self.rel) - self.lam * self.xi
         log_alias = self.log_tilted_outside(e)
+        inf_low = self.inf_part * (1.0 - 4.0 * UNIT_ROUNDOFF)  # the +∞ atoms kept by the lower side
         if log_alias >= log_val:
-            return 0.0
+            return inf_low
         log_low = log_val + math.log(-math.expm1(log_alias - log_val))
-        return math.exp(min(log_low, 0.0))
+        return min(1.0, inf_low + math.exp(min(log_low, 0.0)))
 
 
 @dataclass(frozen=True, eq=False)
