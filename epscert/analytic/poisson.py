@@ -58,7 +58,7 @@ PLD_UPPER_BOUND, PLD_LOWER_BOUND, RDP_BOUND = "pld_pessimistic", "pld_optimistic
 #: Share of the target δ that the per-step tail cut may cost: T·E·Φ̄(z) <= share·δ.
 TRUNCATION_SHARE = 1e-4
 #: Range of the tail cut z (in noise standard deviations), snapped to ``Z_STEP``.
-Z_MIN, Z_MAX, Z_STEP = 5.0, 20.0, 0.5
+Z_MIN, Z_MAX, Z_STEP = 5.0, 37.5, 0.5
 #: Refine Δ while the bracket is wider than this (relative: in ε for ε(δ), REFINE_DELTA_WIDTH in δ
 #: for δ(ε)) and the step's two PMFs differ in variance by more than REFINE_VARIANCE_GAP; Δ is
 #: divided by 2^k, k <= MAX_REFINE in all, with k from the width's measured scaling (about Δ^1.7:
@@ -218,7 +218,7 @@ class Bracket:
         an ε with lower(ε) > target, so ε(target) > it (0 if none). Bisection on one composition
         whose tilt is the saddle point at the Chernoff ε, then once more at the saddle of the answer.
         """
-        hi = self.chernoff_epsilon(target)
+        hi = self.chernoff_epsilon(target, upper)
         if not math.isfinite(hi):
             return math.inf if upper else 0.0
         best = math.inf if upper else 0.0
@@ -239,10 +239,11 @@ class Bracket:
         return best
 
     @functools.lru_cache(maxsize=64)  # noqa: B019 (one Bracket per cached configuration)
-    def chernoff_epsilon(self, target: float) -> float:
-        """The smallest ε with chernoff_upper(ε) <= target, in closed form per s:
-        ε(s) = [Σ log M(s) + s log s - (s+1) log(s+1) - log(target - p∞)]/s, minimised over s."""
-        mgf = self.mgf[True]
+    def chernoff_epsilon(self, target: float, upper: bool = True) -> float:
+        """The smallest ε with the Chernoff bound of one side's PMF <= target, in closed form per s:
+        ε(s) = [Σ log M(s) + s log s - (s+1) log(s+1) - log(target - p∞)]/s, minimised over s.
+        For the lower side this is where the search for lower(ε) > target can stop (lower <= it)."""
+        mgf = self.mgf[upper]
         inf_part = -math.expm1(mgf.log_finite) if mgf.log_finite > -math.inf else 1.0
         if target <= inf_part:
             return math.inf

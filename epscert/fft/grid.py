@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from epscert.fft.gaussmix import SubsampledPair, TAIL_Z
+from epscert.fft.gaussmix import SubsampledPair
 from epscert.fft.pairs import UNIT_ROUNDOFF, Cells, GridMasses, ctd_upper, merge_lower
 from epscert.params import check_float, check_int
 
@@ -39,6 +39,8 @@ from epscert.params import check_float, check_int
 MIN_DX = 1e-9
 #: Largest grid accepted (2^27 points: 1 GiB per complex128 half-spectrum).
 MAX_N = 2**27
+#: The placement keeps a step's losses out to this many noise standard deviations (then the window cuts).
+PLACE_TAIL_Z = 37.5
 
 
 class Rounding(str, enum.Enum):
@@ -89,8 +91,10 @@ def _index_range(grid: Grid, offset: float, low: float, high: float) -> tuple[in
 
 
 def place_pair(pair: SubsampledPair, grid: Grid, rounding: Rounding) -> GridMasses:
-    """One (subsampled) Gaussian step on the grid (module docstring); tails cut at Φ̄(TAIL_Z)."""
-    low, high = pair.loss_range(TAIL_Z)
+    """One (subsampled) Gaussian step on the grid (module docstring). The support is cut at the
+    window (and, far beyond it, at Φ̄(PLACE_TAIL_Z) ~ 1e-308): what lies above goes to +∞ (UP) or
+    to the top point (DOWN), so the composition's floor is the step's mass above L, not a fixed cut."""
+    low, high = pair.loss_range(PLACE_TAIL_Z)
     edge = pair.reservoir_edge(grid.dx) if rounding is Rounding.DOWN else None
     offset = edge if edge is not None and -grid.half_width < edge < grid.half_width else 0.0
     if offset == 0.0:

@@ -289,7 +289,7 @@ class Composition:
 
     @property
     def inf_part(self) -> float:
-        return -math.expm1(self.log_finite) if self.log_finite > -math.inf else 1.0
+        return max(0.0, -math.expm1(self.log_finite)) if self.log_finite > -math.inf else 1.0
 
     def _sums(self, upper: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Suffix sums Σ_{m >= j} v_m e^{-λ(ℓ_m - ℓ_0)} and Σ v_m e^{-(λ+1)(ℓ_m - ℓ_0)}, ℓ_0 the bottom.
