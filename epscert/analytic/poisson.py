@@ -72,6 +72,8 @@ MAX_REFINE = 3
 MAX_WINDOW = 2**23
 #: The check tilt is the tilt divided by this (a smaller tilt: lighter tails, the window holds them).
 CHECK_FACTOR = 2.0**0.25
+#: ε(δ) is read again with the tilt of the answer only if that tilt is this many octaves away.
+RETILT_OCTAVES = 0.5
 #: Bisection steps of ε(δ) (relative precision 2^-50 of the bracket).
 EPSILON_STEPS = 60
 
@@ -149,7 +151,10 @@ class Bracket:
 
     # -- compositions ----------------------------------------------------------------------------
     def tilt_for(self, eps: float) -> float:
-        return tilt.lam_grid(self.mgf[True].saddle(eps))
+        """The saddle-point tilt for ε, lowered while that costs at most TILT_SLACK nats of tilted
+        mass near ε (:meth:`~epscert.fft.tilt.Mgf.economical`: a smaller window), snapped."""
+        mgf = self.mgf[True]
+        return tilt.lam_grid(mgf.economical(eps, mgf.saddle(eps)))
 
     def _window(self, upper: bool, lam: float, eps: float) -> tuple[float, float] | None:
         bottom, top = tilt.window_for(self.mgf[upper], lam, eps)
@@ -213,29 +218,34 @@ class Bracket:
             return Value(0.0, PLD_LOWER_BOUND, 0.0)
         return Value(comp.lower(eps), PLD_LOWER_BOUND, comp.absolute(eps, False))
 
-    def epsilon(self, target: float, upper: bool) -> float:
-        """Upper side: an ε with upper(ε) <= target (inf if none below the Chernoff ε); lower side:
-        an ε with lower(ε) > target, so ε(target) > it (0 if none). Bisection on one composition
-        whose tilt is the saddle point at the Chernoff ε, then once more at the saddle of the answer.
+    def epsilon(self, target: float, upper: bool, guess: float | None = None) -> float:
+        """Upper side: an ε with upper(ε) <= target (the Chernoff ε if the FFT gives none, inf if that
+        is infinite); lower side: an ε with lower(ε) > target, so ε(target) > it (0 if none found).
+        Bisection on one composition whose tilt is the saddle point at ``guess`` (default: the
+        Chernoff ε), then once more at the saddle of the answer. The bisection keeps its invariant
+        (upper: read(b) <= target; lower: read(a) > target) and returns that end, so the answer is a
+        certified point even where a composition read far from its tilt is loose (not monotone).
         """
         hi = self.chernoff_epsilon(target, upper)
         if not math.isfinite(hi):
             return math.inf if upper else 0.0
-        best = math.inf if upper else 0.0
-        guess = hi
+        best = hi if upper else 0.0
+        guess = hi if guess is None or not math.isfinite(guess) else min(guess, hi)
         for _ in range(2):
             lam = self.tilt_for(guess)
             comp = self.composition(upper, lam, 0.0)
             if comp is None:
                 break
-            read = (lambda e: comp.upper(e)) if upper else (lambda e: comp.lower(e))  # noqa: E731
-            found = _crossing(read, target, max(comp.bottom, 0.0), hi, upper)
-            best = min(best, found) if upper else max(best, found)
-            if not math.isfinite(found) or self.tilt_for(found) == lam:
+            if upper:
+                found = _crossing_upper(comp.upper, target, max(comp.bottom, 0.0), hi)
+                best = min(best, found)
+            else:
+                found = _crossing_lower(comp.lower, target, max(comp.bottom, 0.0), guess, hi)
+                best = max(best, found)
+            again = self.tilt_for(found) if 0.0 < found < math.inf else lam
+            if again == lam or (lam > 0.0 and again > 0.0 and abs(math.log2(again / lam)) < RETILT_OCTAVES):
                 break
             guess = found
-        if upper:
-            best = min(best, hi)
         return best
 
     @functools.lru_cache(maxsize=64)  # noqa: B019 (one Bracket per cached configuration)
@@ -254,25 +264,42 @@ class Bracket:
         return max(0.0, best) if math.isfinite(best) else math.inf
 
 
-def _crossing(read, target: float, lo: float, hi: float, upper: bool) -> float:
-    """Bisection for the crossing of a non-increasing curve: upper side returns a point with
-    read <= target (hi if read(hi) <= target, else inf); lower side a point with read > target (or 0)."""
-    if upper:
-        if read(hi) > target:
-            return math.inf
-        if read(lo) <= target:
-            return lo
-    else:
-        if read(lo) <= target:
-            return 0.0
-    a, b = lo, hi
+def _bisect(read, target: float, a: float, b: float) -> tuple[float, float]:
+    """Keep read(a) > target >= read(b) while halving [a, b] (EPSILON_STEPS times)."""
     for _ in range(EPSILON_STEPS):
         mid = 0.5 * (a + b)
         if read(mid) <= target:
             b = mid
         else:
             a = mid
-    return b if upper else a
+    return a, b
+
+
+def _crossing_upper(read, target: float, lo: float, hi: float) -> float:
+    """A point b in [lo, hi] with read(b) <= target (hi itself is the caller's Chernoff point)."""
+    if read(hi) > target:
+        return hi
+    if read(lo) <= target:
+        return lo
+    return _bisect(read, target, lo, hi)[1]
+
+
+def _crossing_lower(read, target: float, lo: float, guess: float, hi: float) -> float:
+    """A point a in [lo, hi] with read(a) > target (0 if none is found): from ``guess`` down by
+    doubling steps to the first such point, then bisection towards the crossing."""
+    if read(guess) > target:
+        a, b = guess, hi
+    else:
+        a, b = None, guess
+        for k in range(-30, 1):
+            cand = guess - (guess - lo) * 2.0**k
+            if read(cand) > target:
+                a = cand
+                break
+            b = cand
+        if a is None:
+            return 0.0
+    return _bisect(read, target, a, b)[0]
 
 
 @functools.lru_cache(maxsize=32)
@@ -379,8 +406,9 @@ def epsilon_pair(sigma: float, steps: int, epochs: int, discretization: float, d
         for b in order:
             if lo > 0.0 and b.chernoff_epsilon(target) <= lo:
                 continue
-            up = max(up, b.epsilon(target, True))
-            lo = max(lo, b.epsilon(target, False))
+            e_up = b.epsilon(target, True)
+            up = max(up, e_up)
+            lo = max(lo, b.epsilon(target, False, guess=e_up))
         best_up, best_lo = min(best_up, up), max(best_lo, lo)
         width = (best_up - best_lo) / best_up if math.isfinite(best_up) and best_up > 0.0 else 0.0
         if width <= REFINE_WIDTH or refine >= MAX_REFINE or max(b.masses.variance_gap for b in parts) <= REFINE_VARIANCE_GAP:

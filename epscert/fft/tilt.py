@@ -145,6 +145,8 @@ def log_mgf(g: GridMasses, s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 TAIL_S = 2.0 ** (np.arange(-20, 17) / 2.0)
 #: Tilts are snapped down to this grid (eighth octaves) so that nearby requests share a composition.
 LAM_STEPS_PER_OCTAVE = 8
+#: Nats of tilted mass near ε a smaller tilt may give up for a smaller window (:meth:`Mgf.economical`).
+TILT_SLACK = 1.5
 #: Smallest non-zero tilt and the largest tilt tried.
 LAM_MIN, LAM_MAX = 2.0**-6, 2.0**12
 
@@ -229,6 +231,21 @@ class Mgf:
 
     def saddle(self, eps: float) -> float:
         return self.saddles([eps])[0]
+
+    def economical(self, eps: float, lam: float, slack: float = TILT_SLACK) -> float:
+        """The smallest λ' = λ·2^(-k/2) (k <= 12) with h(λ') <= h(λ) + slack, h(λ) = Σ c log M(λ) - λε.
+
+        e^{-h(λ)} is what the tilted mass near ε scales with (δ ≈ S e^{-λε}·c), so giving up
+        ``slack`` nats of it multiplies the relative round-off by at most e^slack, while a smaller
+        tilt lightens the tilted tails and so shrinks the window (the cost) of the composition.
+        """
+        if lam <= 0.0:
+            return lam
+        cands = lam * 2.0 ** (-np.arange(13) / 2.0)
+        cands = cands[cands >= LAM_MIN]
+        h = self.values(cands) - cands * eps
+        ok = np.flatnonzero(h <= h[0] + slack)
+        return float(cands[ok[-1]]) if ok.size else lam
 
     def tilted_tails(self, lam: float) -> tuple[np.ndarray, np.ndarray]:
         """Pairs (Σ c log M(λ + s), s) and (Σ c log M(λ - s), s) for s in TAIL_S (finite values)."""

@@ -7,6 +7,7 @@ Gaussian), RDP (a valid upper bound by another method), and the two sides of the
 
 from __future__ import annotations
 
+import functools
 import math
 
 import dp_accounting
@@ -24,11 +25,16 @@ from epscert.params import Direction
 BOTH = Direction.BOTH
 
 
-def dp_epsilon(sigma: float, steps: int, epochs: int, delta: float, interval: float) -> float:
+@functools.lru_cache(maxsize=8)
+def dp_accountant(sigma: float, steps: int, epochs: int, interval: float):
     acc = pld_privacy_accountant.PLDAccountant(value_discretization_interval=interval)
     acc.compose(dp_accounting.SelfComposedDpEvent(
         dp_accounting.PoissonSampledDpEvent(1.0 / steps, dp_accounting.GaussianDpEvent(sigma)), steps * epochs))
-    return float(acc.get_epsilon(delta))
+    return acc
+
+
+def dp_epsilon(sigma: float, steps: int, epochs: int, delta: float, interval: float) -> float:
+    return float(dp_accountant(sigma, steps, epochs, interval).get_epsilon(delta))
 
 
 def mp_gaussian_delta(sigma: float, eps: float):
