@@ -29,7 +29,7 @@ ISSUE_24 = "0.8:1000:1,1.0:234:10,0.8:10000:10,0.5:100000:1,1.5:97:50"
 
 def clear_caches() -> None:
     for cache in (poisson.bracket, poisson.step_masses, poisson.delta_pair, poisson.epsilon_pair,
-                  poisson._rdp_accountant):
+                  poisson.rdp_accountant):
         cache.cache_clear()
 
 

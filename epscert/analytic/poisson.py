@@ -5,7 +5,7 @@ mixture against N(0, σ²); ADD: the reverse; BOTH: the max):
 
 - **Upper (``pld_pessimistic``).** One step's loss cells (:mod:`epscert.fft.gaussmix`) split by
   connect-the-dots onto the grid offset + kΔ (:func:`epscert.fft.pairs.ctd_upper`: a dominating
-  pair, every mass rounded up), the losses above the cut Φ̄(12) put at +∞; composed T·E times.
+  pair, every mass rounded up), the losses above the tail cut Φ̄(z) put at +∞; composed T·E times.
 - **Lower (``pld_optimistic``).** The same cells merged onto the grid by a post-processing and
   rounded down (:func:`epscert.fft.pairs.merge_lower`: a dominated pair, every mass rounded down),
   the step's body kept on one grid point (the reservoir), the cut tails dropped.
@@ -13,18 +13,27 @@ mixture against N(0, σ²); ADD: the reverse; BOTH: the max):
 Both compositions are the tilted FFT of :mod:`epscert.fft.tilt`, whose error bound is relative to
 the tilted mass near the ε read (written there as inequalities), so the bracket holds to δ far
 below the absolute round-off of an untilted FFT: the floor is the +∞ mass of the upper bound,
-1 - (1 - m_∞)^{T·E} with m_∞ <= Φ̄(12) per step (about T·E·2e-33). The tilt λ for ε is the
-Chernoff saddle point of the composed moment-generating function (snapped to eighth octaves so
-that nearby ε share one composition). The first composition of each bracket is checked against a
-second tilt 2^{1/4}λ (:func:`epscert.fft.tilt.check_agree`): a disagreement beyond the written
-budgets raises :class:`~epscert.fft.tilt.TiltCheckError`.
+1 - (1 - m_∞)^{T·E} with m_∞ <= Φ̄(z) per step (z up to Z_MAX = 37.5: below about T·E·1e-308 the
+PLD cannot certify and RDP answers). The tilt λ for ε is the Chernoff saddle point of the
+composed moment-generating function (snapped to eighth octaves so that nearby ε share one
+composition); a smaller tilt is used when it gives up at most ``tilt.TILT_SLACK`` nats of tilted
+mass near ε, for a smaller window. The upper composition behind each answer is checked once per
+bracket against a second tilt λ/2^{1/4} (:func:`epscert.fft.tilt.check_agree`): a disagreement
+beyond the written budgets raises :class:`~epscert.fft.tilt.TiltCheckError`.
 
-Grid. Δ is the configuration's ``pld_discretization``, refined (halved, at most
-``MAX_REFINE`` times) while the per-step spread of the loss is under ``SPREAD_CELLS`` cells:
-connect-the-dots adds, and merging removes, about Δ²/6 of variance per step, which is negligible
-only against a per-step variance of many cells (at T = 10^4, σ = 0.8 the step's loss has spread
-1.9e-4, two cells at Δ = 1e-4; the composed δ(0.25) was then bracketed only within a factor 3).
-A body narrower than one cell (q·e^{1/(2σ²)} << Δ) is the reservoir's case and needs no refinement.
+Grid. Δ is the configuration's ``pld_discretization``. Connect-the-dots adds, and merging removes,
+about Δ²/6 of variance per step: negligible against a per-step loss spread of many cells, not
+against one of two cells (T = 10^4, σ = 0.8: spread 1.9e-4 at Δ = 1e-4, where the composed δ(0.25)
+was bracketed only within a factor 3, and dp_accounting's pessimistic value at Δ = 1e-4 is 35% above
+its value at 2e-5). So after a first pass, Δ is divided by 2^k (k <= MAX_REFINE in all, k from the
+measured Δ^1.7 scaling of the width) while the bracket is wider than REFINE_WIDTH in ε
+(REFINE_DELTA_WIDTH in δ for δ(ε)) and the step's two PMFs differ in variance by more than
+REFINE_VARIANCE_GAP; the tightest values of all passes are kept (each pass is certified). A body
+narrower than one cell (q·e^{1/(2σ²)} << Δ) is the reservoir's case and needs no refinement.
+
+The per-step tail cut z is sized from the δ asked (T·E·Φ̄(z) <= TRUNCATION_SHARE·δ, RDP's δ(ε) for a
+δ(ε) query), so the +∞ mass costs at most that share of the value, and the per-step support (and
+the tilt that the window must hold) stays no wider than the question needs.
 
 Where the FFT gives nothing (ε beyond the largest tilt, or a window over ``MAX_WINDOW`` points) or
 where RDP is smaller, the upper value is RDP's, and its row says so (``bound = 'rdp'``).
@@ -453,7 +462,7 @@ def quiet_rdp():
 
 
 @functools.lru_cache(maxsize=32)
-def _rdp_accountant(sigma: float, steps: int, epochs: int):
+def rdp_accountant(sigma: float, steps: int, epochs: int):
     event = dp_accounting.SelfComposedDpEvent(
         dp_accounting.PoissonSampledDpEvent(1.0 / steps, dp_accounting.GaussianDpEvent(sigma)),
         steps * epochs,
@@ -466,7 +475,7 @@ def _rdp_accountant(sigma: float, steps: int, epochs: int):
 
 def poisson_rdp_delta(sigma: float, steps: int, epochs: int, epsilons) -> np.ndarray:
     """RDP upper bound on δ_P(ε) (both directions), outward by :data:`RDP_RELATIVE`, never 0."""
-    accountant = _rdp_accountant(float(sigma), int(steps), int(epochs))
+    accountant = rdp_accountant(float(sigma), int(steps), int(epochs))
     with quiet_rdp():
         vals = np.asarray([accountant.get_delta(float(e)) for e in np.atleast_1d(epsilons)], dtype=np.float64)
     return np.clip(vals * (1.0 + RDP_RELATIVE), UNDERFLOW_FLOOR, 1.0)
@@ -474,6 +483,6 @@ def poisson_rdp_delta(sigma: float, steps: int, epochs: int, epsilons) -> np.nda
 
 def poisson_rdp_epsilon(sigma: float, steps: int, epochs: int, target: float) -> float:
     """RDP upper bound on ε_P(target) (both directions): dp_accounting's conversion at δ/(1 + RDP_RELATIVE)."""
-    accountant = _rdp_accountant(float(sigma), int(steps), int(epochs))
+    accountant = rdp_accountant(float(sigma), int(steps), int(epochs))
     with quiet_rdp():
         return float(accountant.get_epsilon(target / (1.0 + RDP_RELATIVE)))
