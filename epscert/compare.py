@@ -1,6 +1,6 @@
 """The side-by-side comparison users ask for, for one (σ, T, E): every accountant in one table.
 
-For each ε: δ_D (exact), δ_P (dp_accounting PLD upper and lower, RDP), δ_P again as the
+For each ε: δ_D (exact), δ_P (the PLD bracket's upper and lower sides, RDP), δ_P again as the
 Fourier accountant's certified bracket (the homogeneous schedule of T·E Poisson-subsampled
 Gaussian steps), the shuffle and Balls-and-Bins lower bounds, the deterministic Balls-and-Bins
 PLD bracket (:mod:`epscert.allocation`, where σ, T, E are in its range), and the Balls-and-Bins

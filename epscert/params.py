@@ -45,7 +45,7 @@ JAX_KERNELS = {"balls_and_bins": ("naive", "importance", "order_stats", "importa
                                   "conditional_order_stats"),
                "deterministic": ("naive", "importance"),
                "shuffle": ("naive",), "shuffle_persistent": ("naive",), "poisson": ("naive",)}
-#: Default PLD discretization for dp_accounting baselines.
+#: Default loss step of the PLD baselines (the Poisson PLD bracket, the sliced lower bounds).
 DEFAULT_PLD_DISCRETIZATION = 1e-4
 #: Monte Carlo samples per direction and failure probability beta when none are given: the one source of
 #: these defaults for the API (certify, Accountant, Accountant.calibrate) and every CLI command.

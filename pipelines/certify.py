@@ -91,7 +91,7 @@ def build_parser(prog: str = PROG) -> ArgumentParser:
     add("--shards", default="auto", help="shard count, or 'auto' to size shards at about 20 s of one core "
         "(default: %(default)s)")
     add("--pld-discretization", "--pld_discretization", default=str(DEFAULT_PLD_DISCRETIZATION),
-        help="PLD discretization of the dp_accounting baselines (default: %(default)s)")
+        help="loss step of the PLD baselines (Poisson bracket, sliced lower bounds; default: %(default)s)")
     add("--dataset-size", "--dataset_size", default=None, help="dataset size n, for truncated batches "
         "(with --max-batch-size; poisson and balls_and_bins only) (default: no truncation)")
     add("--max-batch-size", "--max_batch_size", default=None, help="largest batch B the trainer accepts; "
@@ -216,7 +216,7 @@ def check_costs(config: CertifyConfig, configs: Sequence[CertifyConfig]) -> None
         raise UsageError(
             f"the analytic baselines at sigma={config.sigma:g}, steps={config.steps}, epochs={config.epochs}, "
             f"pld_discretization={config.pld_discretization:g} need about {format_seconds(cost.seconds)} of one "
-            f"core and {format_bytes(cost.peak_bytes)} of memory (dp_accounting PLDs of about {cost.points:.2g} "
+            f"core and {format_bytes(cost.peak_bytes)} of memory (PLD grids of about {cost.points:.2g} "
             f"grid points; limits {format_seconds(MAX_BASELINE_SECONDS)} and {format_bytes(MAX_PLD_BYTES)}); "
             f"skip them with --no-baselines, or use a coarser --pld-discretization "
             f"(>= {config.pld_discretization * over:.2g})")

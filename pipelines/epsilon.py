@@ -4,8 +4,9 @@
 
 The first line is the tightest certified ε for the sampler asked for (default Balls-and-Bins),
 with the method that gave it, its guarantee and β (:func:`epscert.inverse.best.best_certificate`).
-The next line gives, for context, the Poisson ε (PLD upper bound), the shuffle and
-Balls-and-Bins lower bounds and the deterministic ε (exact). Where nothing finite is certified
+The next line gives, for context, the Poisson ε (its PLD upper bound, or RDP's where RDP is
+smaller, and the line says which), the shuffle and Balls-and-Bins lower bounds and the
+deterministic ε (exact). Where nothing finite is certified
 it says why and how many samples (and about how long) a finite answer needs. Computed in
 process; progress lines go to stderr.
 
@@ -42,7 +43,7 @@ MATRIX_CONTEXT = (("independent_lower_bound", "independent_lower_bound", "epsilo
 MATRIX_LABELS = {"independent_lower_bound": "independent modes ε >= {} (lower bound)",
                  "comonotone_upper_bound": "comonotone Gaussian ε <= {} (upper bound)"}
 CONTEXT = (
-    ("poisson_pld_upper", "Poisson ε <= {} (PLD upper bound)", Sampler.POISSON, Method.PLD_UPPER),
+    ("poisson_pld_upper", "Poisson ε <= {} ({} upper bound)", Sampler.POISSON, Method.PLD_UPPER),
     ("shuffle_lower_bound", "shuffle ε >= {} (lower bound)", Sampler.SHUFFLE, Method.CUBE_LOWER_BOUND),
     ("balls_and_bins_lower_bound", "Balls-and-Bins ε >= {} (lower bound)", Sampler.BALLS_AND_BINS,
      Method.CUBE_LOWER_BOUND),
@@ -115,8 +116,13 @@ def matrix_context(cert) -> dict[str, float]:
     return out
 
 
-def context_epsilons(config: CertifyConfig, delta: float) -> dict[str, float]:
-    """ε(δ) of the context baselines at the configuration's (σ, T, E)."""
+#: How a context line names the bound that answered (the rows' ``bound`` column).
+BOUND_LABELS = {"pld_pessimistic": "PLD", "rdp": "RDP"}
+
+
+def context_epsilons(config: CertifyConfig, delta: float, bounds: dict | None = None) -> dict[str, float]:
+    """ε(δ) of the context baselines at the configuration's (σ, T, E); ``bounds`` (if given) receives
+    each baseline's bound name."""
     out = {}
     for key, _, sampler, method in CONTEXT:
         if key == "balls_and_bins_lower_bound" and bracket_config(config) is not None:
@@ -125,6 +131,8 @@ def context_epsilons(config: CertifyConfig, delta: float) -> dict[str, float]:
                              epsilons=(1.0,), methods=(method,), direction=config.direction)
         (row,) = analytic_epsilon_rows(base, method, [delta])
         out[key] = row["epsilon_upper"] if row["epsilon_upper"] is not None else row["epsilon_lower"]
+        if bounds is not None:
+            bounds[key] = row["bound"]
     return out
 
 
@@ -152,7 +160,8 @@ def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
         if strategy is not None:
             context = {} if args.no_context else matrix_context(cert)
             return print_matrix(config, cert, context, args.format)
-        context = {} if args.no_context else context_epsilons(config, delta)
+        bounds: dict[str, str] = {}
+        context = {} if args.no_context else context_epsilons(config, delta, bounds)
     except (UsageError, ValueError) as err:
         return report_usage_error(prog, err if isinstance(err, UsageError) else UsageError(str(err)))
     if args.format == "json":
@@ -162,12 +171,15 @@ def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
                "epsilon": _json(cert.value), "certified": cert.finite, "method": cert.method, "bound": cert.bound,
                "guarantee": cert.guarantee, "error_prob": cert.error_prob, "notes": list(cert.notes),
                "samples_needed": cert.samples_needed, "seconds_needed": cert.seconds_needed,
-               "context": {k: _json(v) for k, v in context.items()}}
+               "context": {k: _json(v) for k, v in context.items()},
+               "context_bounds": bounds}
         print(json.dumps(out, allow_nan=False))
     else:
         print(cert.summary())
         if context:
-            print("context: " + "; ".join(label.format(_num(context[key])) for key, label, _, _ in CONTEXT))
+            print("context: " + "; ".join(
+                label.format(_num(context[key]), BOUND_LABELS.get(bounds.get(key, ""), "PLD"))
+                for key, label, _, _ in CONTEXT))
         if cert.finite:
             for note in cert.notes:
                 print(f"note: {note}")

@@ -77,10 +77,11 @@ LOG_NDTR_ULP = 64.0
 UNIT_ROUNDOFF = 2.0**-53
 
 
-def _log_cdf_error(c: float, mean: float, sigma: float, steps: int, value: float) -> float:
-    """Absolute error bound of :func:`log_cdf_max` at c (module docstring)."""
-    terms = abs(float(special.log_ndtr((c - mean) / sigma))) + (steps - 1) * abs(float(special.log_ndtr(c / sigma)))
-    return LOG_NDTR_ULP * UNIT_ROUNDOFF * terms + 2.0 * UNIT_ROUNDOFF * abs(value)
+def log_cdf_error(c, mean: float, sigma: float, steps: int, value):
+    """Absolute error bound of :func:`log_cdf_max` at c (module docstring); arrays allowed."""
+    c = np.asarray(c, dtype=np.float64)
+    terms = np.abs(special.log_ndtr((c - mean) / sigma)) + (steps - 1) * np.abs(special.log_ndtr(c / sigma))
+    return LOG_NDTR_ULP * UNIT_ROUNDOFF * terms + 2.0 * UNIT_ROUNDOFF * np.abs(value)
 
 
 def cube_outward(c: float, eps: float, sigma: float, steps: int,
@@ -88,8 +89,8 @@ def cube_outward(c: float, eps: float, sigma: float, steps: int,
     """The cube bound at threshold c, lowered by its floating-point margin; 0 if not positive."""
     lp = float(log_cdf_max(np.asarray(c), means[0], sigma, steps))
     lq = float(log_cdf_max(np.asarray(c), means[1], sigma, steps))
-    ep = _log_cdf_error(c, means[0], sigma, steps, lp)
-    eq = _log_cdf_error(c, means[1], sigma, steps, lq)
+    ep = float(log_cdf_error(c, means[0], sigma, steps, lp))
+    eq = float(log_cdf_error(c, means[1], sigma, steps, lq))
     if direction is Direction.REMOVE:
         def comp(x, err):  # log(1 - e^x) and its error
             hi = min(x + err, 0.0)

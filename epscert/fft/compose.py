@@ -1,27 +1,20 @@
-"""Certified bracket on δ(ε) of a heterogeneous composition: all k mechanisms in one FFT.
+"""Certified bracket on δ(ε) of a heterogeneous composition: all k mechanisms in one tilted FFT.
 
-For each direction and each rounding (UP, DOWN) the distinct mechanisms are placed on the
-grid, their half-swapped spectra multiplied (Π ŷ_j^{c_j}, O(n) per distinct mechanism after
-its O(n log n) FFT) and one inverse FFT gives b, the grid PLD of the sum wrapped modulo 2L:
+For each direction and each side the distinct mechanisms are placed on the grid (``grid.py``:
+connect-the-dots for the upper side, merging for the lower), and composed by the tilted FFT of
+``tilt.py`` on the window [-L, L) of n points: the spectra of the tilted PMFs m_j e^{λℓ}/M_j(λ) are
+multiplied (Π ŷ_j^{c_j}, O(n) per distinct mechanism after its O(n log n) FFT), one inverse FFT
+gives the tilted composition wrapped modulo 2L, and
 
-    δ̃(ε) = p∞ + Σ_{x_ℓ > ε} (1 - e^{ε - x_ℓ}) b_ℓ,        p∞ = 1 - Π_j (1 - p∞_j)^{c_j}.
+    δ(ε) = p∞ + Π_j M_j(λ)^{c_j} Σ_{ℓ > ε} (1 - e^{ε-ℓ}) e^{-λℓ} z(ℓ),   p∞ = 1 - Π_j (1 - p∞_j)^{c_j}.
 
-Wrap-around (the inequalities the bracket rests on). Let S be the sum of the grid losses
-(finite part), f_ε(w) = (1 - e^{ε-w})_+, non-decreasing with values in [0, 1], and
-0 <= ε < L. Mass of S at m >= L wraps to m - 2Lt < L and mass at m < -L wraps upwards:
-
-- UP:   δ̂_up(ε) - δ̃_up(ε) = Σ_{S>=L} f_ε(S) - Σ_{S∉[-L,L)} f_ε(wrap S) <= Pr[S >= L]
-        (f_ε = 0 below -L <= ε), so  δ(ε) <= δ̂_up(ε) <= δ̃_up(ε) + Pr[S_up >= L].
-- DOWN: for S >= L, f_ε(S) >= f_ε(wrap S); for S < -L, f_ε(S) = 0 >= f_ε(wrap S) - 1, so
-        δ(ε) >= δ̂_down(ε) >= δ̃_down(ε) - Pr[S_down < -L].
-
-Both tails are bounded by Chernoff on the placed PMFs' moment-generating functions
-(``spectrum.py``): Pr[S >= L] <= exp(Σ_j c_j log E e^{λ ω̂_j} - λL), λ > 0. The
-floating-point allowance (``fp``) adds the FFT/product round-off bound E(ω) through
-|Σ f·(b̃ - b)| <= ||f||₂ ||E||₂ / √n (Parseval), the inverse FFT's normwise round-off, the
-summation error, and the placement's Kolmogorov allowance Σ_j c_j·cdf_error_j. So
-
-    lower = δ̃_down - Pr[S_down < -L] - fp_down  <=  δ(ε)  <=  δ̃_up + Pr[S_up >= L] + fp_up = upper.
+The inequalities the bracket rests on are written in ``tilt.py``: the round-off of each step
+(relative to the tilted mass near ε), the wrap-around (upper: + Pr[S >= top] by Chernoff on the
+placed PMFs; lower: - S e^{-λε} Pr_λ[outside the window]), the reading. The tilt λ for ε is the
+Chernoff saddle point of the placed upper PMFs (snapped to eighth octaves, so that close ε share
+one composition); λ = 0 is the untilted FFT of Koskela et al. The first composition of each side
+and direction is checked against a second tilt (``tilt.check_agree``; a disagreement beyond the
+budgets raises ``TiltCheckError``).
 
 Direction BOTH is the max over REMOVE and ADD (one neighbouring relation for the whole run).
 """
@@ -29,21 +22,26 @@ Direction BOTH is the max over REMOVE and ADD (one neighbouring relation for the
 from __future__ import annotations
 
 import dataclasses
-import math
 import time
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
 import numpy as np
 
-from epscert.fft.grid import UNIT_ROUNDOFF, Grid, Rounding
+from epscert.fft import tilt
+from epscert.fft.grid import Grid, Rounding
 from epscert.fft.mechanisms import Schedule
-from epscert.fft.spectrum import FFT_ROUNDOFF_UNITS, SpectrumProduct, full_sum, prepare
 from epscert.params import Direction, check_float
+
+#: The check tilt is the tilt divided by this (λ = 0 is checked against CHECK_LAM).
+CHECK_FACTOR = 2.0**0.25
+CHECK_LAM = 2.0**-3
+#: A tilt is used only if the grid's window holds all but this much of the tilted mass (Chernoff).
+FIT_TAIL = 1e-6
 
 
 def check_epsilons(epsilons, grid: Grid) -> np.ndarray:
-    """ε values as a float array, each in [0, L) (the wrap-around argument needs ε >= -L)."""
+    """ε values as a float array, each in [0, L) (the window must hold every ε read)."""
     values = np.atleast_1d(np.asarray(epsilons, dtype=object))
     if values.size == 0:
         raise ValueError("epsilons must hold at least one value, got epsilons=()")
@@ -68,22 +66,20 @@ def parts_of(schedule: Schedule, direction: Direction) -> tuple[Direction, ...]:
 
 @dataclass(frozen=True, eq=False)
 class Bracket:
-    """lower <= δ(ε) <= upper for one direction, with the pieces that make each side.
+    """lower <= δ(ε) <= upper for one direction, with the tilt and the absolute allowances.
 
-    ``estimate_*`` is δ̃ (wrapped grid value, ∞ mass included), ``tail_*`` the Chernoff
-    wrap-around term, ``fp_*`` the floating-point allowance. For BOTH only lower/upper are set.
+    ``lam`` is the tilt each ε was read with; ``absolute_up`` / ``absolute_down`` the parts of the
+    allowances that do not scale with δ (∞ mass, tails, wrap-around, round-off floor). For BOTH
+    only lower/upper are set.
     """
 
     direction: Direction
     epsilons: np.ndarray
     lower: np.ndarray
     upper: np.ndarray
-    estimate_down: np.ndarray | None = None
-    estimate_up: np.ndarray | None = None
-    tail_down: float | None = None
-    tail_up: float | None = None
-    fp_down: np.ndarray | None = None
-    fp_up: np.ndarray | None = None
+    lam: np.ndarray | None = None
+    absolute_up: np.ndarray | None = None
+    absolute_down: np.ndarray | None = None
 
     @property
     def width(self) -> np.ndarray:
@@ -107,40 +103,68 @@ class FFTBounds:
         return self.brackets[self.direction]
 
 
-def _one_side(schedule: Schedule, grid: Grid, direction: Direction, rounding: Rounding,
-              epsilons: np.ndarray) -> tuple[np.ndarray, float, np.ndarray]:
-    """(δ̃ per ε, Chernoff tail, fp allowance per ε) for one direction and rounding."""
-    n = grid.size
-    product = SpectrumProduct(grid)
-    for mech, count in schedule.distinct:
-        product.add(prepare(mech.place(grid, rounding, direction), grid), count)
-    spectrum = product.spectrum()
-    error = product.spectrum_error(spectrum)
-    b = np.fft.fftshift(np.fft.irfft(spectrum, n))
-    error_norm = math.sqrt(max(full_sum(error**2), 0.0)) / math.sqrt(n)
-    b_norm = float(np.linalg.norm(b))
-    abs_b = np.abs(b)
-    log2n = math.log2(n)
-    estimates, fps = [], []
-    for eps in epsilons.tolist():
-        f = hockey_weights(grid, eps)
-        f_norm = float(np.linalg.norm(f))
-        estimates.append(product.inf_mass + float(f @ b))
-        fps.append(f_norm * (error_norm + FFT_ROUNDOFF_UNITS * UNIT_ROUNDOFF * log2n * b_norm)
-                   + (log2n + 4.0) * UNIT_ROUNDOFF * float(f @ abs_b)
-                   + product.cdf_error + (product.factors + 2) * UNIT_ROUNDOFF)
-    tail = product.upper_tail() if rounding is Rounding.UP else product.lower_tail()
-    return np.asarray(estimates), tail, np.asarray(fps)
+def placed_factors(schedule: Schedule, grid: Grid, direction: Direction, rounding: Rounding) -> list[tilt.Factor]:
+    """The distinct mechanisms of ``schedule`` placed on ``grid`` (one side), with their counts."""
+    return [tilt.Factor(mech.place(grid, rounding, direction), count) for mech, count in schedule.distinct]
+
+
+def window_of(grid: Grid) -> tuple[float, float]:
+    return -grid.half_width, grid.half_width - grid.dx
+
+
+def fit_tilt(mgf: tilt.Mgf, lam: float, eps: float, grid: Grid) -> float:
+    """λ if its Chernoff window fits the grid's [-L, L) (all but FIT_TAIL of the tilted mass), else 0:
+    with tilted mass spilling out of the window the wrap-around term, not the value, would decide the
+    bracket (λ = 0 is Koskela et al.'s untilted FFT, whose wrap-around terms are plain tails)."""
+    if lam <= 0.0:
+        return 0.0
+    bottom, top = tilt.window_for(mgf, lam, eps, FIT_TAIL)
+    return lam if top <= grid.half_width - grid.dx and bottom >= -grid.half_width else 0.0
+
+
+def tilts_for(mgf: tilt.Mgf, epsilons: np.ndarray, grid: Grid) -> np.ndarray:
+    """Per ε: the saddle-point tilt (snapped), lowered until its window fits the grid."""
+    return np.array([fit_tilt(mgf, tilt.lam_grid(lam), float(e), grid)
+                     for lam, e in zip(mgf.saddles(epsilons), epsilons.tolist())])
+
+
+def compose_side(factors: list[tilt.Factor], grid: Grid, lam: float, mgf: tilt.Mgf) -> tilt.Composition:
+    """The tilted composition of one side on the grid's window [-L, L) (n points)."""
+    return tilt.compose(factors, lam, -grid.half_width, mgf, size=grid.size, window=window_of(grid))
+
+
+def check_side(factors: list[tilt.Factor], grid: Grid, comp: tilt.Composition, mgf: tilt.Mgf,
+               eps: float, upper: bool) -> None:
+    """The a-posteriori check of one composition against a second tilt (module docstring)."""
+    other = tilt.lam_grid(comp.lam / CHECK_FACTOR) if comp.lam > 0.0 else CHECK_LAM
+    if other == comp.lam:
+        other = 0.0
+    tilt.check_agree(comp, compose_side(factors, grid, other, mgf), eps, upper)
 
 
 def bracket_direction(schedule: Schedule, grid: Grid, direction: Direction, epsilons) -> Bracket:
     """The certified bracket for REMOVE or ADD."""
     eps = check_epsilons(epsilons, grid)
-    est_up, tail_up, fp_up = _one_side(schedule, grid, direction, Rounding.UP, eps)
-    est_down, tail_down, fp_down = _one_side(schedule, grid, direction, Rounding.DOWN, eps)
-    upper = np.minimum(est_up + tail_up + fp_up, 1.0)
-    lower = np.maximum(est_down - tail_down - fp_down, 0.0)
-    return Bracket(direction, eps, lower, upper, est_down, est_up, tail_down, tail_up, fp_down, fp_up)
+    up_f = placed_factors(schedule, grid, direction, Rounding.UP)
+    down_f = placed_factors(schedule, grid, direction, Rounding.DOWN)
+    up_mgf, down_mgf = tilt.Mgf(up_f), tilt.Mgf(down_f)
+    lams = tilts_for(up_mgf, eps, grid)
+    upper, lower = np.empty(eps.size), np.empty(eps.size)
+    abs_up, abs_down = np.empty(eps.size), np.empty(eps.size)
+    checked = False
+    for lam in sorted(set(lams.tolist())):
+        comp_up = compose_side(up_f, grid, lam, up_mgf)
+        comp_down = compose_side(down_f, grid, lam, down_mgf)
+        for i in np.flatnonzero(lams == lam):
+            e = float(eps[i])
+            upper[i], abs_up[i] = comp_up.upper(e), comp_up.absolute(e, True)
+            lower[i], abs_down[i] = comp_down.lower(e), comp_down.absolute(e, False)
+        if not checked:
+            e = float(eps[np.flatnonzero(lams == lam)[0]])
+            check_side(up_f, grid, comp_up, up_mgf, e, True)
+            check_side(down_f, grid, comp_down, down_mgf, e, False)
+            checked = True
+    return Bracket(direction, eps, np.maximum(lower, 0.0), np.minimum(upper, 1.0), lams, abs_up, abs_down)
 
 
 def combine_both(brackets: Iterable[Bracket], epsilons: np.ndarray) -> Bracket:
@@ -152,11 +176,11 @@ def combine_both(brackets: Iterable[Bracket], epsilons: np.ndarray) -> Bracket:
 
 def fft_bounds(schedule: Schedule, epsilons, grid: Grid,
                direction: Direction | str = Direction.BOTH) -> FFTBounds:
-    """Certified lower <= δ(ε) <= upper of the composition ``schedule``, one FFT per side.
+    """Certified lower <= δ(ε) <= upper of the composition ``schedule``, tilted FFTs per side.
 
-    Cost for d distinct mechanisms, independent of the counts: per direction and side, d FFTs
-    (O(d·n log n)), d·n·|LAMBDAS| multiply-adds for the Chernoff MGFs, one inverse FFT and
-    O(n) per ε. See the module docstring for the inequalities.
+    Cost for d distinct mechanisms, independent of the counts: per direction, side and distinct
+    tilt, d FFTs (O(d·n log n)), one inverse FFT and O(n) per ε; plus one check composition per
+    side and direction. See the module docstring for the inequalities.
     """
     start = time.perf_counter()
     direction = Direction(direction)
@@ -169,3 +193,4 @@ def fft_bounds(schedule: Schedule, epsilons, grid: Grid,
     if direction is Direction.BOTH:
         brackets[Direction.BOTH] = combine_both([brackets[Direction.REMOVE], brackets[Direction.ADD]], eps)
     return FFTBounds(schedule, grid, direction, eps, brackets, time.perf_counter() - start)
+

@@ -16,9 +16,11 @@ Each mechanism is a frozen dataclass giving its worst-case pair (P, Q) through t
 - ``RandomizedResponse(p)``: the true bit with probability p in [1/2, 1]. P = (p, 1-p),
   Q = (1-p, p): ω = ±log(p/(1-p)) with probabilities p, 1-p; p = 1 puts all mass at +∞.
 
-``log_mgf_bound(λ)`` bounds log E_P[e^{λω}] (finite part) of the *continuous* PLD; it is
-used only for the a-priori choice of L and n (``choose.py``). The certified bounds use the
-moment-generating functions of the placed grid PMFs, computed exactly.
+``place`` puts the pair on the grid (``grid.py``: connect-the-dots for UP, merging for DOWN), the
+(subsampled) Gaussian through its loss cells (``gaussmix.py``), randomized response through its
+two atoms. ``log_mgf_bound(λ)`` bounds log E_P[e^{λω}] (finite part) of the *continuous* PLD; it
+is used only for the a-priori choice of L and n (``choose.py``). The certified bounds use the
+moment-generating functions of the placed grid PMFs (``tilt.py``).
 """
 
 from __future__ import annotations
@@ -33,7 +35,9 @@ from typing import Iterable, Mapping
 import numpy as np
 from scipy import special
 
-from epscert.fft.grid import Grid, GridPLD, Rounding, place_atoms, place_continuous
+from epscert.fft.gaussmix import SubsampledPair
+from epscert.fft.grid import Grid, Rounding, place_atoms, place_pair
+from epscert.fft.pairs import GridMasses
 from epscert.params import Direction, check_float, check_int
 
 
@@ -45,8 +49,8 @@ class Mechanism(abc.ABC):
     symmetric: bool = False
 
     @abc.abstractmethod
-    def place(self, grid: Grid, rounding: Rounding, direction: Direction) -> GridPLD:
-        """This mechanism's PLD on ``grid`` (REMOVE or ADD), rounded as asked."""
+    def place(self, grid: Grid, rounding: Rounding, direction: Direction) -> GridMasses:
+        """This mechanism's PLD on ``grid`` (REMOVE or ADD), as the UP or DOWN grid PMF."""
 
     @abc.abstractmethod
     def log_mgf_bound(self, lam: float, direction: Direction) -> float:
@@ -90,13 +94,9 @@ class Gaussian(Mechanism):
     def params(self) -> dict:
         return {"sigma": self.sigma, "sensitivity": self.sensitivity}
 
-    def place(self, grid: Grid, rounding: Rounding, direction: Direction) -> GridPLD:
-        mu, sd = self.mu, math.sqrt(2.0 * self.mu)
-
-        def cdf(t: np.ndarray):
-            z = (t - mu) / sd
-            return special.ndtr(z), special.ndtr(-z)
-        return place_continuous(grid, rounding, cdf)
+    def place(self, grid: Grid, rounding: Rounding, direction: Direction) -> GridMasses:
+        """The pair N(s, σ²) against N(0, σ²) (the same for both directions)."""
+        return place_pair(SubsampledPair(1.0, self.sigma, self.sensitivity, Direction.REMOVE), grid, rounding)
 
     def log_mgf_bound(self, lam: float, direction: Direction) -> float:
         """Exact: log E[e^{λω}] = λμ + λ²μ for ω ~ N(μ, 2μ)."""
@@ -126,29 +126,10 @@ class SubsampledGaussian(Mechanism):
     def params(self) -> dict:
         return {"q": self.q, "sigma": self.sigma}
 
-    def _x_of_loss(self, t: np.ndarray) -> np.ndarray:
-        """x with log(1 - q + q e^{(2x-1)/(2σ²)}) = t; -inf for t <= log(1-q)."""
-        q, s2 = self.q, self.sigma**2
-        with np.errstate(divide="ignore", invalid="ignore"):
-            inner = np.expm1(t) + q  # e^t - (1 - q)
-            x = s2 * (np.log(inner) - math.log(q)) + 0.5
-        return np.where(inner > 0.0, x, -np.inf)
-
-    def place(self, grid: Grid, rounding: Rounding, direction: Direction) -> GridPLD:
-        q, sd = self.q, self.sigma
-        if direction is Direction.REMOVE:
-            def cdf(t: np.ndarray):
-                x = self._x_of_loss(t)
-                f = (1.0 - q) * special.ndtr(x / sd) + q * special.ndtr((x - 1.0) / sd)
-                s = (1.0 - q) * special.ndtr(-x / sd) + q * special.ndtr((1.0 - x) / sd)
-                return f, s
-        elif direction is Direction.ADD:
-            def cdf(t: np.ndarray):
-                x = self._x_of_loss(-t)  # ω <= t  <=>  X >= x(-t)
-                return special.ndtr(-x / sd), special.ndtr(x / sd)
-        else:
+    def place(self, grid: Grid, rounding: Rounding, direction: Direction) -> GridMasses:
+        if direction not in (Direction.REMOVE, Direction.ADD):
             raise ValueError(f"direction must be remove or add for a placement, got direction={direction.value!r}")
-        return place_continuous(grid, rounding, cdf)
+        return place_pair(SubsampledPair(self.q, self.sigma, 1.0, direction), grid, rounding)
 
     def _log_a(self, alpha: int) -> float:
         """log E_Q[(P/Q)^α] for REMOVE, integer α >= 1: Σ_k C(α,k)(1-q)^{α-k} q^k e^{k(k-1)/(2σ²)}."""
@@ -197,11 +178,12 @@ class RandomizedResponse(Mechanism):
     def loss(self) -> float:
         return math.log(self.p) - math.log1p(-self.p) if self.p < 1.0 else math.inf
 
-    def place(self, grid: Grid, rounding: Rounding, direction: Direction) -> GridPLD:
+    def place(self, grid: Grid, rounding: Rounding, direction: Direction) -> GridMasses:
+        """Atoms ±a, a = log(p/(1-p)), with P-masses (p, 1-p) and Q-masses (1-p, p); p = 1: all at +∞."""
         if self.p == 1.0:
-            return GridPLD(np.zeros(grid.size), 1.0, rounding, 0.0)
+            return GridMasses(grid.dx, 0.0, 0, np.zeros(1), 1.0)
         a = self.loss
-        return place_atoms(grid, rounding, [a, -a], [self.p, 1.0 - self.p])
+        return place_atoms(grid, rounding, [a, -a], [self.p, 1.0 - self.p], [1.0 - self.p, self.p])
 
     def log_mgf_bound(self, lam: float, direction: Direction) -> float:
         if self.p == 1.0:

@@ -9,7 +9,7 @@ certified method is one line in :data:`CANDIDATES`.
 
 Candidates today:
 
-- poisson: ``pld_upper`` (dp_accounting's pessimistic PLD), ``rdp_upper`` (δ(ε) only: RDP gives
+- poisson: ``pld_upper`` (the certified Poisson PLD bracket's upper side, RDP where that is smaller), ``rdp_upper`` (δ(ε) only: RDP gives
   no ε(δ) curve here, and PLD is the tighter of the two in every case we know of).
 - deterministic: ``exact``.
 - balls_and_bins: the deterministic PLD bracket's upper side ``pld_upper`` (:mod:`epscert.allocation`,

@@ -12,9 +12,9 @@ upper confidence bound on δ at the single point ε_t (plus any truncation penal
    budget and the full β. Its rows are the output; the search only proposes σ. If that
    run does not meet the target, the result says so (``certified=False``) rather than
    trying again (each retry would spend more failure probability).
-Poisson and deterministic batching are calibrated for comparison with dp_accounting's
-PLD (upper bound) and the exact Gaussian curve, both through their outward certified values
-(issue 12: the PLD upper bound with its resolution and RDP fallback, the Gaussian bracket's top).
+Poisson and deterministic batching are calibrated for comparison on the Poisson PLD bracket's
+upper side (:mod:`epscert.analytic.poisson`: tilted FFT, RDP where smaller) and the exact Gaussian
+curve, both through their outward certified values (the Gaussian bracket's top).
 
 Balls-and-Bins with ``method`` ``auto`` or ``pld_upper`` (σ >= 0.3, T <= 10^6, E <= 1000)
 searches and certifies on the deterministic PLD bracket instead (:func:`calibrate_on_bracket`):

@@ -55,6 +55,7 @@ from epscert.results.baselines import baseline_tasks
 from epscert.results.rows import analytic_bounds, base_row
 from epscert.inverse.search import epsilon_for_delta
 from epscert.params import CertifyConfig, Direction, Method, Sampler, check_float
+from epscert.analytic.poisson import poisson_pld_epsilon
 from epscert.analytic.truncation import config_penalty
 from epscert.progress import Callback, ProgressMeter
 
@@ -276,6 +277,13 @@ def analytic_bound_name(config: CertifyConfig, method: Method) -> str:
             Method.PLD_LOWER: "pld_optimistic"}.get(method, "cube")
 
 
+def poisson_pld(config: CertifyConfig, method: Method) -> bool:
+    """Whether ε(δ) comes from the Poisson PLD bracket's own search (:func:`poisson_pld_epsilon`):
+    Poisson, a PLD method, no truncation penalty (that one needs the scan of :func:`_analytic_epsilon`)."""
+    return (config.sampler is Sampler.POISSON and method in (Method.PLD_UPPER, Method.PLD_LOWER)
+            and not config.truncated)
+
+
 def analytic_epsilon_rows(config: CertifyConfig, method: Method, deltas: Sequence[float]) -> list[dict]:
     """ε-at-δ rows of an analytic method (the max over the requested directions)."""
     deltas = check_deltas(deltas)
@@ -287,10 +295,15 @@ def analytic_epsilon_rows(config: CertifyConfig, method: Method, deltas: Sequenc
                      Method.COMONOTONE_UPPER_BOUND: "upper_bound"}.get(method, "lower_bound")
         if guarantee == "exact" and config.truncated:
             guarantee = "upper_bound"
-        eps = max(_analytic_epsilon(config, method, delta, d, guarantee != "lower_bound") for d in parts)
+        bound = analytic_bound_name(config, method)
+        if poisson_pld(config, method):  # the bracket's own ε search (and the name of what answered)
+            eps, bound = poisson_pld_epsilon(config.sigma, config.steps, config.epochs, delta, config.direction,
+                                             config.pld_discretization, method is Method.PLD_UPPER)
+        else:
+            eps = max(_analytic_epsilon(config, method, delta, d, guarantee != "lower_bound") for d in parts)
         row = base_row(config, method, config.direction, eps, time.perf_counter() - start)
         row.update(quantity="epsilon_at_delta", target_delta=delta, delta=delta, guarantee=guarantee,
-                   bound=analytic_bound_name(config, method),
+                   bound=bound,
                    epsilon_upper=eps if guarantee in ("exact", "upper_bound") else None,
                    epsilon_lower=eps if guarantee in ("exact", "lower_bound") else None)
         rows.append(row)

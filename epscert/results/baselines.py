@@ -1,7 +1,7 @@
 """The analytic baselines a certification is compared against (one row set per sampler).
 
 For a configuration (σ, T, E, ε grid, direction) the comparison users ask for is:
-deterministic batching (exact), Poisson (dp_accounting PLD upper and lower), and the
+deterministic batching (exact), Poisson (the PLD bracket's upper and lower sides), and the
 shuffle and Balls-and-Bins lower bounds. Each comes back as its own (config, method)
 task so that a pipeline can compute them in a parallel branch.
 

@@ -3,18 +3,18 @@
 Monte Carlo: single-core seconds from :func:`epscert.montecarlo.shard.estimated_seconds` (a measured
 cost per sampled coordinate) and the memory of one block of samples.
 
-dp_accounting PLDs (the Poisson ``pld_upper``/``pld_lower`` and the multi-epoch sliced composition
-behind ``cube_lower_bound``) cost in proportion to their grid: a PMF on a grid of interval h over a loss
+PLD grids (the Poisson ``pld_upper``/``pld_lower`` bracket and the multi-epoch sliced composition
+behind ``cube_lower_bound``) cost in proportion to their size: a PMF on a grid of interval h over a loss
 range L has L/h points.
 
-- Poisson, one step (q = 1/T): dp_accounting truncates the Gaussian at tail mass e^-50, i.e. at
-  z = Φ^-1(1 - e^-50) ≈ 9.67 standard deviations, so the noise x ranges over [-zσ, 1 + zσ]
-  and the loss ℓ(x) = log(1 - q + q·e^{(2x - 1)/(2σ²)}) over
-  L = log(1 - q + q·e^{a}) - log(1 - q + q·e^{-a}),  a = (1 + 2zσ)/(2σ²);
-  points P = L/h (within 1% of the measured sizes for σ from 0.05 to 3 and T from 1 to 1000).
-  Measured on this machine (both directions, building plus the T·E-fold composition): about
-  :data:`POISSON_SECONDS_PER_POINT` seconds and :data:`POISSON_BYTES_PER_POINT` bytes per point P
-  (the composed PMF is 2 to 9 times wider than one step; 9 at σ = 0.05).
+- Poisson, one step (q = 1/T): the noise is cut at z ≈ 9.67 standard deviations (dp_accounting's
+  e^-50; the bracket of :mod:`epscert.analytic.poisson` cuts at a z sized from δ, 5 to 9 for δ from
+  1e-5 to 1e-15), so x ranges over [-zσ, 1 + zσ] and the loss ℓ(x) = log(1 - q + q·e^{(2x - 1)/(2σ²)})
+  over L = log(1 - q + q·e^{a}) - log(1 - q + q·e^{-a}),  a = (1 + 2zσ)/(2σ²); points P = L/h.
+  Measured on this machine for the tilted PLD bracket (issue 24: both directions and sides, two ε,
+  building plus the compositions): 2e-6 to 1.1e-5 s and about 400 bytes per point P, under the
+  :data:`POISSON_SECONDS_PER_POINT` and :data:`POISSON_BYTES_PER_POINT` kept from the dp_accounting
+  measurement (2e-5 s, 185 to 700 bytes).
 - Sliced composition (E > 1 epochs): the loss range L of the 600-slice one-epoch pair is read off
   the pair itself (milliseconds); the E-fold composition is at most :data:`SLICED_WIDTH_FACTOR` times
   wider than one epoch (dp_accounting truncates its tails: measured 2.0x at E = 2, 3.6x at E = 10,
@@ -38,7 +38,7 @@ from epscert.montecarlo.shard import estimated_seconds
 from epscert.montecarlo.samplers.base import BLOCK_ELEMENTS
 from epscert.params import EPSILON_BLOCK_BYTES, CertifyConfig, Method, Sampler
 
-#: dp_accounting's default ``log_mass_truncation_bound`` of ``from_gaussian_mechanism``.
+#: dp_accounting's default ``log_mass_truncation_bound`` of ``from_gaussian_mechanism`` (the sizing cut).
 LOG_MASS_TRUNCATION = -50.0
 #: Measured cost of one Poisson PLD grid point (both directions, built and composed): 1.0e-5 to 1.6e-5 s.
 POISSON_SECONDS_PER_POINT = 2e-5

@@ -291,6 +291,7 @@ def analytic_bounds(config: CertifyConfig, method: Method, direction: Direction,
     lower, upper, guarantee, bound, res = _analytic_bounds(config, method, direction, eps)
     if guarantee == "exact" and beyond.any():
         guarantee, lower = "upper_bound", None  # evaluated at ε = 700 beyond it: δ is non-increasing
+    raw_lower = None
     if lower is not None:
         if config.strategy is not None:  # the matrix mechanism: capped by its comonotone upper bound
             cap = matrix_bounds(matrix_pair(config).gram, config.sigma, Method.COMONOTONE_UPPER_BOUND,
@@ -299,9 +300,14 @@ def analytic_bounds(config: CertifyConfig, method: Method, direction: Direction,
             cap = 1.0
         else:
             cap = deterministic_bracket(config.sigma, config.epochs, eps)[1]
-        lower = monotone_lower(grid, np.where(beyond, 0.0, np.minimum(np.clip(lower, 0.0, 1.0), cap)))
+        raw_lower = np.where(beyond, 0.0, np.minimum(np.clip(lower, 0.0, 1.0), cap))
+        lower = monotone_lower(grid, raw_lower)
     if upper is not None:
-        upper = monotone_upper(grid, np.clip(upper, 0.0, 1.0))
+        raw = np.clip(upper, 0.0, 1.0)
+        upper = monotone_upper(grid, raw)
+        bound, res = follow_envelope(grid, raw, upper, bound, res, upper=True)
+    elif lower is not None and not isinstance(bound, str):
+        bound, res = follow_envelope(grid, raw_lower, lower, bound, res, upper=False)
     if guarantee == "exact" and config.strategy is not None:  # one bin: the Gaussian mechanism of its mode
         delta = np.clip(0.5 * (lower + upper), lower, upper)
     elif guarantee == "exact":
@@ -310,6 +316,27 @@ def analytic_bounds(config: CertifyConfig, method: Method, direction: Direction,
         delta = upper if lower is None else lower
     return {"lower": lower, "upper": upper, "delta": delta, "guarantee": guarantee, "bound": bound,
             "resolution": res}
+
+
+def follow_envelope(grid, raw: np.ndarray, env: np.ndarray, bound, res, upper: bool):
+    """Per-ε bound names and resolutions after a monotone envelope: each value keeps the name and
+    resolution of the grid point it came from (the nearest point to its left for an upper bound,
+    to its right for a lower bound, holding that value). A single name or resolution stays as is."""
+    if isinstance(bound, str) and np.ndim(res) == 0:
+        return bound, res
+    eps = np.asarray(grid, dtype=np.float64)
+    names = [bound] * eps.size if isinstance(bound, str) else list(bound)
+    reso = np.broadcast_to(np.asarray(res, dtype=np.float64), eps.shape).copy()
+    out_names, out_res = list(names), reso.copy()
+    for i in range(eps.size):
+        if raw[i] == env[i]:
+            continue
+        side = (eps <= eps[i]) if upper else (eps >= eps[i])
+        src = np.flatnonzero(side & (raw == env[i]))
+        if src.size:
+            j = int(src[np.argmax(eps[src])] if upper else src[np.argmin(eps[src])])
+            out_names[i], out_res[i] = names[j], reso[j]
+    return out_names, out_res
 
 
 def _analytic_bounds(config: CertifyConfig, method: Method, direction: Direction, eps: np.ndarray):
@@ -333,9 +360,9 @@ def _analytic_bounds(config: CertifyConfig, method: Method, direction: Direction
         return lower_side, None, "lower_bound", "allocation_bracket_lower", bracket.resolution
     if method in (Method.PLD_UPPER, Method.PLD_LOWER):
         upper = method is Method.PLD_UPPER
-        vals, res = poisson_pld_bounds(s, T, E, eps, direction, config.pld_discretization, pessimistic=upper)
-        name = f"pld_{'pessimistic' if upper else 'optimistic'}"
-        return (None, vals, "upper_bound", name, res) if upper else (vals, None, "lower_bound", name, res)
+        vals, res, names = poisson_pld_bounds(s, T, E, eps, direction, config.pld_discretization,
+                                              pessimistic=upper)
+        return (None, vals, "upper_bound", names, res) if upper else (vals, None, "lower_bound", names, res)
     if method is Method.RDP_UPPER:
         return None, poisson_rdp_delta(s, T, E, eps), "upper_bound", "rdp", float(UNDERFLOW_FLOOR)
     if method is Method.CUBE_LOWER_BOUND:
@@ -370,8 +397,10 @@ def analytic_rows(config: CertifyConfig, method: Method, wall_seconds: float = 0
         out = analytic_bounds(config, method, direction)
         for i, eps in enumerate(config.epsilons):
             row = base_row(config, method, direction, eps, wall_seconds)
-            row.update(delta=float(out["delta"][i]), guarantee=out["guarantee"], bound=out["bound"],
-                       resolution=float(out["resolution"]))
+            bound = out["bound"] if isinstance(out["bound"], str) else out["bound"][i]
+            res = out["resolution"] if np.ndim(out["resolution"]) == 0 else out["resolution"][i]
+            row.update(delta=float(out["delta"][i]), guarantee=out["guarantee"], bound=bound,
+                       resolution=float(res))
             if out["upper"] is not None:
                 row["delta_upper"] = float(out["upper"][i])
             if out["lower"] is not None:

@@ -12,7 +12,7 @@ from scipy import stats
 from epscert.analytic.composed import composed_lower_bound
 from epscert.analytic.cube import cube_lower_bound, cube_objective
 from epscert.analytic.deterministic import deterministic_delta, gaussian_delta
-from epscert.analytic.poisson import composed_pld, poisson_pld_delta, poisson_rdp_delta
+from epscert.analytic.poisson import poisson_pld_delta, poisson_pld_epsilon, poisson_rdp_delta
 from epscert.inverse.search import epsilon_for_delta
 from epscert.params import Direction
 
@@ -34,7 +34,7 @@ def test_paper_epsilons_at_delta_1e6_for_T_1e5():
     shuffle_eps = epsilon_for_delta(
         lambda e: float(cube_lower_bound(0.4, 10**5, [e], "shuffle", REMOVE)[0]), 1e-6, "lower")
     assert shuffle_eps >= 14.45
-    poisson_eps = composed_pld(0.4, 10**5, 1, 1e-4, True).get_epsilon_for_delta(1e-6)
+    poisson_eps, _ = poisson_pld_epsilon(0.4, 10**5, 1, 1e-6, BOTH, 1e-4, True)
     assert poisson_eps <= 3.0
 
 

@@ -1,4 +1,5 @@
-"""Grid placement: validity of the rounded PLDs (dominance), mass bookkeeping, validation."""
+"""Grid placement: connect-the-dots dominates, merging is dominated (per step, against closed forms),
+masses and Q-masses add up, atoms, the reservoir; validation."""
 
 from __future__ import annotations
 
@@ -6,86 +7,88 @@ import math
 
 import numpy as np
 import pytest
-from scipy import stats
+from dp_accounting.pld import privacy_loss_mechanism as plm
 
-from epscert.fft.grid import EDGE_SLACK_FRACTION, Grid, Rounding
+from epscert.fft.grid import Grid, Rounding
 from epscert.fft.mechanisms import Gaussian, RandomizedResponse, Schedule, SubsampledGaussian
 from epscert.params import Direction
 
 REMOVE, ADD = Direction.REMOVE, Direction.ADD
 
 
-def _exact_cdf(mech, direction, t):
-    """Pr_P[ω <= t] from the definitions, independently of the placement code."""
+def exact_delta(mech, direction, eps):
+    """δ(ε) of one step from dp_accounting's closed form (independent of the placement code)."""
     if isinstance(mech, Gaussian):
-        return stats.norm.cdf(t, loc=mech.mu, scale=math.sqrt(2 * mech.mu))
-    q, s = mech.q, mech.sigma
-    if direction is REMOVE:  # ω = log(1-q+q e^{(2x-1)/(2s²)}) increasing, X ~ mixture
-        x = np.array([s * s * math.log((math.exp(v) - (1 - q)) / q) + 0.5 if math.exp(v) > 1 - q else -np.inf
-                      for v in np.atleast_1d(t)])
-        return (1 - q) * stats.norm.cdf(x / s) + q * stats.norm.cdf((x - 1) / s)
-    x = np.array([s * s * math.log((math.exp(-v) - (1 - q)) / q) + 0.5 if math.exp(-v) > 1 - q else -np.inf
-                  for v in np.atleast_1d(t)])
-    return stats.norm.sf(x / s)
+        loss = plm.GaussianPrivacyLoss(mech.sigma, sensitivity=mech.sensitivity)
+    else:
+        kind = plm.AdjacencyType.REMOVE if direction is REMOVE else plm.AdjacencyType.ADD
+        loss = plm.GaussianPrivacyLoss(mech.sigma, sensitivity=1.0, sampling_prob=mech.q, adjacency_type=kind)
+    return np.asarray([loss.get_delta_for_epsilon(float(e)) for e in eps])
 
 
-@pytest.mark.parametrize("mech", [Gaussian(1.3), Gaussian(0.7, sensitivity=2.0),
-                                  SubsampledGaussian(0.05, 0.9), SubsampledGaussian(0.5, 2.0)])
+def placed_delta(g, eps):
+    """δ(ε) = p∞ + Σ ν_i (1 - e^{ε - ℓ_i})_+ of a placed PMF."""
+    ell = g.losses()
+    return np.asarray([g.inf_mass + float(np.sum(g.masses * np.where(ell > e, -np.expm1(np.minimum(e - ell, 0.0)), 0.0)))
+                       for e in eps])
+
+
+MECHS = [Gaussian(1.3), Gaussian(0.7, sensitivity=2.0), SubsampledGaussian(0.05, 0.9), SubsampledGaussian(0.5, 2.0),
+         SubsampledGaussian(1e-5, 0.6)]
+
+
+@pytest.mark.parametrize("mech", MECHS)
 @pytest.mark.parametrize("direction", [REMOVE, ADD])
-def test_up_is_dominated_and_down_dominates(mech, direction):
-    """CDF_up <= CDF_exact <= CDF_down at every grid point (UP moves mass up, DOWN down)."""
-    grid = Grid(6.0, 512)
-    x = grid.points()
+def test_up_dominates_and_down_is_dominated(mech, direction):
+    """δ_down(ε) <= δ(ε) <= δ_up(ε) at every ε (negative ones too: the pair, not only the tail),
+    connect-the-dots is exact at its grid points, and the masses add up (P-mass <= 1 below)."""
+    grid = Grid(6.0, 2048)
     up = mech.place(grid, Rounding.UP, direction)
     down = mech.place(grid, Rounding.DOWN, direction)
-    exact = _exact_cdf(mech, direction, x)
+    eps = np.concatenate([np.linspace(-1.5, 5.0, 157), up.losses()[::97]])
+    eps = eps[(eps > -grid.half_width) & (eps < grid.half_width - 1.0)]
+    exact = exact_delta(mech, direction, eps)
     tol = 1e-12
-    assert np.all(np.cumsum(up.pmf) <= exact + tol)
-    # DOWN drops mass below x_0: add it back (it sits at -inf) before comparing CDFs
-    dropped = 1.0 - down.inf_mass - down.pmf.sum()
-    assert np.all(dropped + np.cumsum(down.pmf) >= exact - tol)
-    assert up.pmf.sum() + up.inf_mass == pytest.approx(1.0, abs=1e-12)
-    assert down.pmf.sum() <= 1.0 - down.inf_mass + 1e-15
+    assert np.all(placed_delta(down, eps) <= exact + tol)
+    assert np.all(exact <= placed_delta(up, eps) + tol)
+    if up.inf_mass < 1e-12:  # the support fits the window: connect-the-dots is exact on the grid
+        on_grid = up.losses()[::97]
+        on_grid = on_grid[(on_grid > 0.0) & (on_grid < 4.0)]
+        np.testing.assert_allclose(placed_delta(up, on_grid), exact_delta(mech, direction, on_grid),
+                                   rtol=1e-6, atol=1e-13)
+    assert down.masses.sum() <= 1.0 + 1e-12 and up.masses.sum() + up.inf_mass >= 1.0 - 1e-12
 
 
-def test_up_and_down_differ_by_one_cell():
-    """DOWN's mass at x_i is UP's mass at x_{i+1} (same cell), up to the 2·slack edge shift."""
-    grid = Grid(5.0, 256)
-    mech = SubsampledGaussian(0.2, 1.0)
-    up = mech.place(grid, Rounding.UP, REMOVE)
-    down = mech.place(grid, Rounding.DOWN, REMOVE)
-    # each edge moves by 2·slack = 2·EDGE_SLACK_FRACTION·dx: a fraction of a neighbouring cell's mass
-    slack_mass = 8 * EDGE_SLACK_FRACTION * up.pmf.max()
-    np.testing.assert_allclose(down.pmf[1:-1], up.pmf[2:], rtol=0, atol=slack_mass)
-    assert abs(down.pmf.sum() - up.pmf[1:].sum()) < slack_mass
+def test_reservoir_keeps_a_narrow_body_on_one_point():
+    """q = 1e-5 << Δx: the body of the REMOVE step (losses within q of 0) is one merged atom on the
+    grid, not rounded down by Δx; the offset that puts it there is the reservoir's."""
+    grid = Grid(4.0, 2**14)  # Δx = 4.9e-4
+    down = SubsampledGaussian(1e-5, 0.8).place(grid, Rounding.DOWN, REMOVE)
+    k = int(np.argmax(down.masses))
+    assert down.masses[k] > 0.5 and abs(down.losses()[k]) < 1e-4
+    assert down.offset != 0.0
 
 
 def test_tails_outside_the_grid():
-    """UP: mass above x_{n-1} goes to +inf, mass below -L to x_0; DOWN: above -> x_{n-1}."""
+    """UP: mass above the window goes to +∞; DOWN: it stays, at the window's top (rounded down)."""
     grid = Grid(1.0, 64)
     mech = Gaussian(0.5)  # ω ~ N(2, 4): much mass above L = 1
     up = mech.place(grid, Rounding.UP, REMOVE)
     down = mech.place(grid, Rounding.DOWN, REMOVE)
-    above = stats.norm.sf(grid.points()[-1], loc=2.0, scale=2.0)
-    assert up.inf_mass == pytest.approx(above, rel=1e-3)
-    assert up.pmf[0] == pytest.approx(stats.norm.cdf(-1.0, 2.0, 2.0), rel=1e-3)
-    assert down.inf_mass == 0.0
-    assert down.pmf[-1] == pytest.approx(above, rel=1e-3)
+    assert up.inf_mass >= float(exact_delta(mech, REMOVE, [grid.half_width])[0])
+    assert down.inf_mass == 0.0 and down.losses()[-1] <= grid.half_width + 1e-12
+    assert down.masses[-1] > 0.3
 
 
 def test_randomized_response_atoms():
     grid = Grid(4.0, 400)  # dx = 0.02
     rr = RandomizedResponse(0.75)
-    a = math.log(3.0)
-    up = rr.place(grid, Rounding.UP, REMOVE)
-    down = rr.place(grid, Rounding.DOWN, REMOVE)
-    x = grid.points()
-    (iu,) = np.nonzero(up.pmf == 0.75)
-    (idn,) = np.nonzero(down.pmf == 0.75)
-    assert x[iu[0]] >= a and x[iu[0]] - grid.dx < a
-    assert x[idn[0]] <= a and x[idn[0]] + grid.dx > a
+    eps = np.linspace(-2.0, 2.0, 41)
+    exact = np.maximum(0.75 - np.exp(eps) * 0.25, 0.0) + np.maximum(0.25 - np.exp(eps) * 0.75, 0.0)
+    up, down = rr.place(grid, Rounding.UP, REMOVE), rr.place(grid, Rounding.DOWN, REMOVE)
+    assert np.all(placed_delta(down, eps) <= exact + 1e-12) and np.all(exact <= placed_delta(up, eps) + 1e-12)
     certain = RandomizedResponse(1.0).place(grid, Rounding.DOWN, ADD)
-    assert certain.inf_mass == 1.0 and certain.pmf.sum() == 0.0
+    assert certain.inf_mass == 1.0 and certain.masses.sum() == 0.0
 
 
 def test_atom_on_a_grid_point_is_moved_the_safe_way():
@@ -93,10 +96,11 @@ def test_atom_on_a_grid_point_is_moved_the_safe_way():
     grid = Grid(4.0, 400)
     x = grid.points()
     p = 1.0 / (1.0 + math.exp(-x[250]))  # loss log(p/(1-p)) = x[250] up to round-off
-    up = RandomizedResponse(p).place(grid, Rounding.UP, REMOVE)
-    down = RandomizedResponse(p).place(grid, Rounding.DOWN, REMOVE)
-    assert x[np.nonzero(up.pmf == p)[0][0]] >= RandomizedResponse(p).loss
-    assert x[np.nonzero(down.pmf == p)[0][0]] <= RandomizedResponse(p).loss
+    rr = RandomizedResponse(p)
+    eps = np.linspace(-1.0, 1.0, 81)
+    exact = np.maximum(p - np.exp(eps) * (1 - p), 0.0) + np.maximum((1 - p) - np.exp(eps) * p, 0.0)
+    assert np.all(placed_delta(rr.place(grid, Rounding.DOWN, REMOVE), eps) <= exact + 1e-12)
+    assert np.all(exact <= placed_delta(rr.place(grid, Rounding.UP, REMOVE), eps) + 1e-12)
 
 
 @pytest.mark.parametrize("kwargs, field", [

@@ -35,9 +35,11 @@ def test_running_equals_direct_at_every_checkpoint(direction):
     assert list(run.steps) == checkpoints
     for t, step in enumerate(checkpoints):
         direct = fft_bounds(_prefix(SCHEDULE, step), EPS, GRID, direction).result
-        # both sides are certified; they differ only by floating point (far below the allowance)
-        np.testing.assert_allclose(run.upper[t], direct.upper, rtol=1e-9, atol=1e-12)
-        np.testing.assert_allclose(run.lower[t], direct.lower, rtol=1e-9, atol=1e-12)
+        # both are certified brackets of the same δ (the running one reads every checkpoint with
+        # the whole schedule's tilt, by Parseval): they overlap and agree closely
+        assert np.all(run.lower[t] <= direct.upper) and np.all(direct.lower <= run.upper[t])
+        np.testing.assert_allclose(run.upper[t], direct.upper, rtol=1e-3, atol=1e-10)
+        np.testing.assert_allclose(run.lower[t], direct.lower, rtol=1e-3, atol=1e-10)
 
 
 def test_running_every_step_is_consistent_with_monotonicity():

@@ -50,11 +50,14 @@ def test_issue_12_table_is_consistent(sigma, steps, epochs, eps):
         assert all(a >= b for a, b in zip(u, u[1:]))  # non-increasing in ε (row 1.0, 234, 10: 3 → 4)
 
 
-def test_issue_12_pld_upper_at_floor_falls_back_to_rdp():
+def test_issue_24_pld_upper_resolved_far_below_issue_12_floor():
+    """Issue 12 put the PLD upper at ε = 8 on its 2e-10 floor (so RDP answered); the tilted
+    composition resolves it: far above its own floor, below RDP, and within 1% of the lower bound."""
     rows = both_rows(1.0, 234, 10, [8.0])
-    up, rdp = rows[("pld_upper", 8.0)], rows[("rdp_upper", 8.0)]
-    assert 0.0 < up["delta_upper"] <= up["resolution"]
-    assert up["delta_upper"] == pytest.approx(rdp["delta_upper"], rel=1e-12)
+    up, lo, rdp = rows[("pld_upper", 8.0)], rows[("pld_lower", 8.0)], rows[("rdp_upper", 8.0)]
+    assert up["bound"] == "pld_pessimistic" and 0.0 < up["resolution"] < 1e-3 * up["delta_upper"]
+    assert up["delta_upper"] < rdp["delta_upper"]
+    assert 0.0 < lo["delta_lower"] <= up["delta_upper"] <= 1.01 * lo["delta_lower"]
 
 
 def config(sampler, sigma, steps, epochs, eps, method):
