@@ -236,6 +236,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--shard-counts", default="auto,1,2,8,64,512", help="comma-separated counts or 'auto'")
     parser.add_argument("--merge-shards", type=int, default=10_000)
     parser.add_argument("--sections", default=",".join(SECTIONS), help=f"comma-separated subset of {SECTIONS}")
+    parser.add_argument("--matrix-rate", type=float, default=MATRIX_RATE_PLACEHOLDER,
+                        help="samples/s per core of the matrix-mechanism sampler for table (b) (default: the "
+                             "PLACEHOLDER %(default)g)")
     args = parser.parse_args(argv)
     sections = set(args.sections.split(","))
     samples = int(args.samples)
@@ -243,13 +246,15 @@ def main(argv: list[str] | None = None) -> None:
     print(f"Machine: {machine()}; {load()} at the start")
     print(f"Job: balls_and_bins, sigma={config.sigma}, T={config.steps}, importance, {samples} samples per direction "
           "(both directions), 4 epsilons, no baselines\n")
-    t1, rows0 = one_core(config)
-    print(f"One core, in process (epscert.api, 1 shard): t_1 = {t1:.1f} s ({samples / t1:,.0f} samples/s)")
+    t1, rows0 = 0.0, []
+    if sections & {"baseline", "grid"}:
+        t1, rows0 = one_core(config)
+        print(f"One core, in process (epscert.api, 1 shard): t_1 = {t1:.1f} s ({samples / t1:,.0f} samples/s)")
     startup: dict[int, float] = {}
     measured: dict[tuple[int, int], float] = {}
     overhead, merge = scaling.SHARD_OVERHEAD_SECONDS, scaling.MERGE_SECONDS
     with tempfile.TemporaryDirectory(prefix="epscert-bench-") as tmp:
-        if "startup" in sections or "model" in sections:
+        if "startup" in sections:
             tiny = 500
             t_tiny, _ = one_core(dataclasses.replace(config, samples=tiny))
             for name, workers, flags in RUNNERS:
@@ -288,6 +293,8 @@ def main(argv: list[str] | None = None) -> None:
     if "model" in sections:
         if measured and startup:
             model_rows(t1, startup, overhead, merge, measured)
+        if not startup:  # not measured in this run: the constants of epscert.montecarlo.scaling
+            startup = {1: scaling.STARTUP_SECONDS["in_memory"], 2: scaling.STARTUP_SECONDS["multi_processing"]}
         beta = DEFAULT_ERROR_PROB
         n_naive = math.log(1 / beta) / 1e-8
         rate = naive_rate(1000)
@@ -297,11 +304,14 @@ def main(argv: list[str] | None = None) -> None:
                     f"{rate:,.0f} samples/s per core (both directions, measured in this run). W = 1, 2: the local "
                     f"runners' measured start-up; W >= 10: {CLUSTER_STARTUP_SECONDS:.0f} s ASSUMED (a cluster's VMs, "
                     "not measured here). Shards: what --shards auto picks for W.")
+        placeholder = args.matrix_rate == MATRIX_RATE_PLACEHOLDER
+        rate_note = (f"PLACEHOLDER rate {args.matrix_rate:g} samples/s per core (not measured: pass the measured one "
+                     "with --matrix-rate)" if placeholder else f"rate {args.matrix_rate:g} samples/s per core (given)")
         for n_matrix in (1e9, 1e10):
             extrapolate(f"(b) Matrix-mechanism certificate (BandMF n = 2000, b = 100, 16 bands), N = {n_matrix:.0e}",
-                        n_matrix, MATRIX_RATE_PLACEHOLDER, overhead, merge, startup,
-                        f"PLACEHOLDER rate {MATRIX_RATE_PLACEHOLDER:.0e} samples/s per core (not measured: replace it, "
-                        "epscert.montecarlo.scaling.scaling_table(samples, rate_per_core, ...)); start-up as in (a).")
+                        n_matrix, args.matrix_rate, overhead, merge, startup,
+                        f"{rate_note}; epscert.montecarlo.scaling.scaling_table(samples, rate_per_core, ...) computes "
+                        "the rows. Start-up as in (a).")
     print(f"\n{load()} at the end")
 
 
