@@ -12,8 +12,9 @@ the CLI runs it, on 1 worker (FnApiRunner in_memory) and 2 workers (multi_proces
 - grid: wall time for each shard count on 1 and 2 workers, parallel efficiency T_1(S) / (2·T_2(S))
   and t_1 / (2·T_2(S)), and whether every run's rows are identical (every column but wall_seconds);
   the per-shard overhead is the least-squares slope of (T - sampling) against the rounds ⌈S/W⌉;
-- merge: 10^4 shards' exact partial sums merged in process (``accumulator.merge``) and by the
-  ``CombinePerKey(MergeAccumulatorsFn)`` Beam runs (its pipeline minus the same pipeline without it);
+- merge: CPU seconds to merge 10^4 shards' exact partial sums in process (``accumulator.merge`` and the
+  CombineFn's ``add_input``) and by the ``CombinePerKey(MergeAccumulatorsFn)`` Beam runs (its pipeline
+  minus the same pipeline without it; launcher and worker processes);
 - model: ``epscert.montecarlo.scaling.wall_time`` with the constants measured above, against every
   measured wall time (ratio), then the extrapolation tables of docs/scaling.md.
 
@@ -33,7 +34,9 @@ import contextlib  # noqa: E402
 import dataclasses  # noqa: E402
 import io  # noqa: E402
 import math  # noqa: E402
+import pickle  # noqa: E402
 import platform  # noqa: E402
+import resource  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
 from pathlib import Path  # noqa: E402
@@ -87,15 +90,15 @@ def job_args(args, samples: int, shards: str) -> list[str]:
             "--no-baselines", "--no-progress", "--format", "json"]
 
 
-def run_job(argv: list[str], tmp: str, name: str) -> tuple[float, list[dict], int]:
-    """(wall seconds, comparable rows, shard count) of one Beam certify job."""
+def run_job(argv: list[str], tmp: str, name: str) -> tuple[float, list[dict], int, float]:
+    """(wall seconds, comparable rows, shard count, CPU seconds of launcher and workers) of one certify job."""
     out = os.path.join(tmp, f"{name}.parquet")
     shards = certify.prepare([*argv, "--output", out]).config.shards
-    start = time.perf_counter()
+    cpu, start = cpu_seconds(), time.perf_counter()
     with contextlib.redirect_stdout(io.StringIO()):
         certify.run([*argv, "--output", out])
     wall = time.perf_counter() - start
-    return wall, comparable(pq.read_table(out).to_pylist()), shards
+    return wall, comparable(pq.read_table(out).to_pylist()), shards, cpu_seconds() - cpu
 
 
 def one_core(config: CertifyConfig) -> tuple[float, list[dict]]:
@@ -123,7 +126,14 @@ def synthetic_accumulators(template: acc_mod.Accumulator, count: int) -> list[ac
     return out
 
 
-def merge_in_beam(accs: list[acc_mod.Accumulator], flags: list[str], combine: bool) -> float:
+def cpu_seconds() -> float:
+    """CPU seconds of this process and of its reaped children (the multi_processing workers)."""
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.process_time() + children.ru_utime + children.ru_stime
+
+
+def merge_in_beam(accs: list[acc_mod.Accumulator], flags: list[str], combine: bool) -> tuple[float, float]:
+    """(CPU seconds, wall seconds) of Create(10^4 sums) -> Reshuffle -> [CombinePerKey(merge)] -> Map."""
     import apache_beam as beam
     from apache_beam.options.pipeline_options import PipelineOptions
     from apache_beam.runners.portability.fn_api_runner import FnApiRunner
@@ -138,53 +148,65 @@ def merge_in_beam(accs: list[acc_mod.Accumulator], flags: list[str], combine: bo
             raise RuntimeError(f"merged {acc.parts[0][1].count} samples, expected {expected}")
         return 1
 
-    start = time.perf_counter()
+    cpu, start = cpu_seconds(), time.perf_counter()
     with beam.Pipeline(runner=FnApiRunner(), options=PipelineOptions(flags)) as p:
         items = p | beam.Create([("k", (a, 1.0)) for a in accs]) | beam.Reshuffle()
         if combine:
             _ = items | beam.CombinePerKey(MergeAccumulatorsFn()) | beam.Map(check)
         else:
             _ = items | beam.Map(lambda item: 1)
-    return time.perf_counter() - start
+    return cpu_seconds() - cpu, time.perf_counter() - start
+
+
+def best(fn, repeats: int = 3) -> float:
+    """Least CPU seconds (time.process_time) of ``repeats`` calls of ``fn``."""
+    out = []
+    for _ in range(repeats):
+        start = time.process_time()
+        fn()
+        out.append(time.process_time() - start)
+    return min(out)
 
 
 def merge_section(config: CertifyConfig, count: int) -> dict:
-    """Seconds per accumulator merged, in process and in Beam, for loss sums and conditional sums."""
+    """CPU seconds per accumulator merged, in process and in Beam, for loss sums and conditional sums."""
+    from transforms.shards import MergeAccumulatorsFn
+
     cond = CertifyConfig(sampler="balls_and_bins", sigma=0.5, steps=200, epsilons=(1.0, 2.0, 4.0, 8.0),
                          methods=("conditional",), samples=64, seed=0)
     templates = {
-        "importance (4 ε, 2 directions, units 2^-52)": run_shard(plan_shards(dataclasses.replace(config, samples=64),
+        "importance (4 ε x 2 directions, units 2^-52)": run_shard(plan_shards(dataclasses.replace(config, samples=64),
                                                                              Method.IMPORTANCE, 1)[0]),
-        "conditional (4 ε, 2 directions, units 2^-1126, 4x16 truncated sums)": run_shard(
+        "conditional (4 ε x 2 directions + 192 truncated sums, units 2^-1126)": run_shard(
             plan_shards(cond, Method.CONDITIONAL, 1)[0]),
     }
-    print(f"\n### Merging {count} shards' exact partial sums\n")
-    print("| sums | in process (accumulator.merge) | in process (MergeAccumulatorsFn.add_input, one by one) "
-          "| Beam in_memory: with combine / without / combine | Beam 2 workers: with / without / combine |")
-    print("|---|---|---|---|---|")
+    print(f"\n### Merging {count} shards' exact partial sums (CPU seconds; Beam: best of 2, launcher + workers)\n")
+    print("| sums | pickled bytes per shard | in process: accumulator.merge | in process: MergeAccumulatorsFn "
+          "add_input one by one | Beam in_memory: pipeline without combine, combine added | Beam 2 workers "
+          "(multi_processing): without, combine added |")
+    print("|---|---|---|---|---|---|")
     per = {}
     for name, template in templates.items():
         accs = synthetic_accumulators(template, count)
-        start = time.perf_counter()
-        merged = acc_mod.merge(accs)
-        t_merge = time.perf_counter() - start
-        assert merged.parts[0][1].count == count * template.parts[0][1].count
-        from transforms.shards import MergeAccumulatorsFn
-
+        t_merge = best(lambda: acc_mod.merge(accs))
         fn = MergeAccumulatorsFn()
-        start = time.perf_counter()
-        acc = fn.create_accumulator()
-        for a in accs:
-            acc = fn.add_input(acc, (a, 1.0))
-        t_fn = time.perf_counter() - start
-        beam_cells = []
+
+        def fold():
+            acc = fn.create_accumulator()
+            for a in accs:
+                acc = fn.add_input(acc, (a, 1.0))
+            assert acc[0].parts[0][1].count == count * template.parts[0][1].count
+
+        t_fn = best(fold)
+        cells = []
         for _, _, flags in RUNNERS:
-            with_c = merge_in_beam(accs, flags, True)
-            without = merge_in_beam(accs, flags, False)
-            beam_cells.append(f"{with_c:.2f} s / {without:.2f} s / {with_c - without:+.2f} s")
-        print(f"| {name} | {t_merge:.3f} s | {t_fn:.3f} s | {beam_cells[0]} | {beam_cells[1]} |")
+            with_c = min((merge_in_beam(accs, flags, True) for _ in range(2)), key=lambda cw: cw[0])
+            without = min((merge_in_beam(accs, flags, False) for _ in range(2)), key=lambda cw: cw[0])
+            cells.append(f"{without[0]:.2f} s CPU ({without[1]:.1f} s wall), {with_c[0] - without[0]:+.2f} s CPU "
+                         f"({with_c[1] - without[1]:+.1f} s wall)")
+        print(f"| {name} | {len(pickle.dumps(template)):,} | {t_merge:.3f} s | {t_fn:.3f} s | {cells[0]} | {cells[1]} |")
         per[name] = max(t_merge, t_fn) / count
-    return {"merge_per_acc": max(per.values())}
+    return {"merge_per_acc": per[next(iter(templates))], "merge_worst": max(per.values())}
 
 
 def model_rows(t1: float, startup: dict, overhead: float, merge: float, measured: dict) -> None:
@@ -258,28 +280,30 @@ def main(argv: list[str] | None = None) -> None:
             tiny = 500
             t_tiny, _ = one_core(dataclasses.replace(config, samples=tiny))
             for name, workers, flags in RUNNERS:
-                wall, _, _ = run_job([*job_args(args, tiny, "1"), *flags], tmp, f"tiny-{workers}")
+                wall, _, _, _ = run_job([*job_args(args, tiny, "1"), *flags], tmp, f"tiny-{workers}")
                 startup[workers] = wall - t_tiny
             print("Start-up (a one-shard job of 500 samples, minus its sampling): "
                   + ", ".join(f"{startup[w]:.2f} s on {w} worker{'s' if w > 1 else ''}" for w in sorted(startup)))
         if "grid" in sections:
             print("\n### Wall time by shard count\n")
-            print("| shards (1 worker / 2 workers) | 1 worker s | 2 workers s | T_1(S) / (2·T_2(S)) | t_1 / (2·T_2(S)) |")
-            print("|---|---|---|---|---|")
+            print("| shards (1 worker / 2 workers) | 1 worker s | 2 workers s | T_1(S) / (2·T_2(S)) | t_1 / (2·T_2(S)) "
+                  "| CPU s, 1 / 2 workers |")
+            print("|---|---|---|---|---|---|")
             identical = True
             fit_points = []
             for shards in args.shard_counts.split(","):
-                walls, counts = {}, {}
+                walls, counts, cpus = {}, {}, {}
                 for name, workers, flags in RUNNERS:
-                    wall, rows, count = run_job([*job_args(args, samples, shards), *flags], tmp, f"{shards}-{workers}")
-                    walls[workers], counts[workers] = wall, count
+                    wall, rows, count, cpu = run_job([*job_args(args, samples, shards), *flags], tmp,
+                                                     f"{shards}-{workers}")
+                    walls[workers], counts[workers], cpus[workers] = wall, count, cpu
                     identical &= rows == rows0
                     if shards != "auto":
                         measured[count, workers] = wall
                         fit_points.append((count, workers, wall - startup.get(workers, 0.0)))
                 label = shards if shards != "auto" else f"auto ({counts[1]} / {counts[2]})"
                 print(f"| {label} | {walls[1]:.1f} | {walls[2]:.1f} | {walls[1] / (2 * walls[2]):.0%} "
-                      f"| {t1 / (2 * walls[2]):.0%} |")
+                      f"| {t1 / (2 * walls[2]):.0%} | {cpus[1]:.1f} / {cpus[2]:.1f} |")
             print(f"\nRows identical in every run and equal to the one-core in-process run (every column but "
                   f"wall_seconds): {identical}")
             if fit_points and startup:
@@ -287,9 +311,11 @@ def main(argv: list[str] | None = None) -> None:
                 print(f"Per-shard overhead (slope of T - t_start - sampling against rounds ⌈S/W⌉): "
                       f"{overhead * 1e3:.1f} ms per shard")
     if "merge" in sections:
-        merge = merge_section(config, args.merge_shards)["merge_per_acc"]
-        print(f"\nSlowest in-process merge: {merge * 1e6:.1f} µs per accumulator, "
-              f"{merge * args.merge_shards:.2f} s for {args.merge_shards} shards")
+        merges = merge_section(config, args.merge_shards)
+        merge = merges["merge_per_acc"]
+        print(f"\nIn-process merge: {merge * 1e6:.1f} µs per accumulator of loss sums "
+              f"({merge * args.merge_shards:.2f} s CPU for {args.merge_shards} shards), "
+              f"{merges['merge_worst'] * 1e6:.1f} µs per conditional accumulator; c_merge = the former")
     if "model" in sections:
         if measured and startup:
             model_rows(t1, startup, overhead, merge, measured)

@@ -97,7 +97,8 @@ def stream_block(config: CertifyConfig, method: Method) -> int:
     shard edges to blocks; the draws never depend on it through the layout.
     """
     sampler = conditional_sampler(config, method) if method.is_conditional else loss_sampler(config, method)
-    if backends.resolve(config.backend, sampler, method) != "jax":
+    # 'jax' without resolve: the block sizes are plain Python, so a launcher without JAX can plan for workers with it
+    if config.backend != "jax" and backends.resolve(config.backend, sampler, method) != "jax":
         return conditional_block(sampler, len(config.epsilons)) if method.is_conditional else sampler.block_size()
     from epscert.montecarlo.backends import jax_backend
 
