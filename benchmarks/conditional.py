@@ -50,7 +50,7 @@ def waves(steps: int, eps: float, method: str, start: int, budget: int) -> dict:
     while True:
         c = config(steps, eps, method, max(n + size, 1))
         t0 = time.process_time()
-        part = run_shard(ShardTask(c, m, shard, size))
+        part = run_shard(ShardTask(c, m, shard, size, stream=shard))  # fresh samples: stream = shard
         cpu += time.process_time() - t0
         acc = part if acc is None else acc_mod.merge([acc, part])
         n, shard = n + size, shard + 1

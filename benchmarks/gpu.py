@@ -82,14 +82,14 @@ def case(steps: int, epochs: int, method_name: str, jax_samples: int, numpy_seco
     from epscert.montecarlo.backends import jax_backend
     from epscert.montecarlo.samplers import loss_sampler
     from epscert.params import CertifyConfig, Direction, Method
-    from epscert.rng import shard_generator, shard_key_words
+    from epscert.rng import block_generator, stream_key_words
 
     config = CertifyConfig(sampler="balls_and_bins", sigma=SIGMA, steps=steps, epochs=epochs, epsilons=EPS,
                            methods=method_name, samples=jax_samples)
     method = Method(method_name)
     sampler = loss_sampler(config, method)
     direction = Direction.REMOVE
-    words = shard_key_words(0, 1, 0, 0)
+    words = stream_key_words(0, 1, 0, 0)
 
     start = time.perf_counter()
     jax_backend.direction_sums(sampler, method, direction, words, min(jax_samples, 1 << 16), EPS)
@@ -105,7 +105,7 @@ def case(steps: int, epochs: int, method_name: str, jax_samples: int, numpy_seco
     acc = acc_mod.create((direction,), len(EPS))
     start, b = time.perf_counter(), 0
     while time.perf_counter() - start < numpy_seconds:
-        rng = shard_generator(0, 1, 0, 0, b)
+        rng = block_generator(0, 1, 0, 0, b)
         acc = acc_mod.add(acc, direction, sampler.draw(rng, block, direction), EPS)
         b += 1
     numpy_rate = acc[direction].count / (time.perf_counter() - start)

@@ -45,7 +45,7 @@ def main(argv=None) -> None:
     from epscert.montecarlo.matrix_values import MatrixValueSampler
     from epscert.montecarlo.samplers.matrix_pair import MatrixPair, MatrixPairSampler
     from epscert.params import Direction
-    from epscert.rng import shard_generator, shard_key_words
+    from epscert.rng import block_generator, stream_key_words
     from epscert.strategies import toeplitz_strategy
 
     i = np.arange(args.bands)
@@ -56,7 +56,7 @@ def main(argv=None) -> None:
           f"n=2000 b=100 bands={args.bands} sigma={args.sigma}; REMOVE; float64")
     print("method       jax/s        numpy1core/s  ratio    compile_s  mean(eps=4) jax / numpy        z")
     rows = []
-    words = shard_key_words(0, 1, 0, 0)
+    words = stream_key_words(0, 1, 0, 0)
     d = Direction.REMOVE
     for method in ("naive", "importance", "conditional"):
         sampler = MatrixPairSampler(pair) if method == "naive" else MatrixValueSampler(pair, method, min(EPS))
@@ -83,7 +83,7 @@ def main(argv=None) -> None:
         count, s1, s2 = 0, np.zeros(len(EPS)), np.zeros(len(EPS))
         start, b = time.perf_counter(), 0
         while time.perf_counter() - start < args.seconds:
-            rng = shard_generator(0, 1, 0, 0, b)
+            rng = block_generator(0, 1, 0, 0, b)
             if method == "naive":
                 ell = sampler.draw(rng, block, d)
                 y = -np.expm1(np.minimum(np.asarray(EPS)[:, None] - ell[None, :], 0.0))

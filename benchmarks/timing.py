@@ -12,7 +12,7 @@ from typing import Callable
 from epscert.montecarlo import accumulator as acc_mod
 from epscert.results.rows import mc_rows
 from epscert.params import CertifyConfig, Direction, Method
-from epscert.rng import shard_generator
+from epscert.rng import block_generator
 from epscert.montecarlo.samplers import loss_sampler
 from epscert.montecarlo.shard import ShardTask, run_shard
 
@@ -72,7 +72,7 @@ def reference_throughput(case: dict, kernel, eps_grid, seconds: float, reps: int
         acc = acc_mod.create((Direction.REMOVE, Direction.ADD), len(eps_grid))
         for d_index, direction in enumerate((Direction.REMOVE, Direction.ADD)):
             for b, start in enumerate(range(0, m, block)):
-                rng = shard_generator(0, 1, 0, d_index, b)
+                rng = block_generator(0, 1, 0, d_index, b)
                 losses = kernel(rng, sigma, steps, min(block, m - start), direction, *extra)
                 acc = acc_mod.add(acc, direction, losses, eps_grid)
 
@@ -129,7 +129,7 @@ RELATIVE_WIDTH = 0.10
 
 
 def time_to_certify(sigma: float, steps: int, eps: float, method: str, cap_seconds: float) -> dict:
-    """Add shards (fresh indices, doubling the total) until the 'both' UCB <= 1.1 mean, or the cap.
+    """Add shards (fresh streams, doubling the total) until the 'both' UCB <= 1.1 mean, or the cap.
 
     This is a benchmark of cost, not a certificate: stopping on the data would need a
     sequential correction for the final UCB to keep its level.
@@ -143,7 +143,7 @@ def time_to_certify(sigma: float, steps: int, eps: float, method: str, cap_secon
     total, index, size = 0, 0, block
     row = None
     while True:
-        acc = acc_mod.merge([acc, run_shard(ShardTask(config, m_method, index, size))])
+        acc = acc_mod.merge([acc, run_shard(ShardTask(config, m_method, index, size, stream=index))])  # fresh samples
         total, index = total + size, index + 1
         elapsed = time.perf_counter() - t0
         row = [r for r in mc_rows(config, m_method, acc, elapsed) if r["direction"] == "both"][0]

@@ -638,8 +638,15 @@ class CertifyConfig:
 
     @property
     def config_id(self) -> str:
-        """Stable 16-hex-digit hash of every field (same request -> same id, any machine)."""
-        return _stable_hash(self.to_dict()).hex()[:16]
+        """Stable 16-hex-digit hash of every field but ``shards`` (same request -> same id, any machine).
+
+        The shard count is left out: the samples are the same for every shard layout (SPEC §10,
+        :mod:`epscert.montecarlo.shard`), so it is how the work is split, not what is computed, and
+        ``--shards auto`` may pick a different count for a different number of workers.
+        """
+        payload = self.to_dict()
+        del payload["shards"]
+        return _stable_hash(payload).hex()[:16]
 
     def sampling_key(self, method: Method) -> int:
         """Integer key of everything that shapes a method's samples (SPEC §10 ``config_key``).

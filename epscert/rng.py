@@ -1,10 +1,15 @@
 """The one place where epscert builds random number generators (SPEC §10).
 
-Every draw of a shard comes from ``np.random.SeedSequence(root_seed,
-spawn_key=(config_key, shard_index, ...))``. The extra spawn-key words select a
-sub-stream inside the shard (the direction and the fixed-size block of samples),
-so a shard's numbers depend only on (root seed, configuration key, shard index):
-a retried shard reproduces them bit for bit and no global state is touched.
+A run of N samples of one method is one *stream*, cut into fixed-size blocks of samples
+(the block size is a function of the configuration and N only, never of the shard layout).
+Block g of direction d is drawn from ``np.random.SeedSequence(root_seed,
+spawn_key=(config_key, stream_index, d, g))``; the stream index is 0 for a run (k for wave k
+of ``--target-rel-width``). A shard is a contiguous range of the stream's samples: it draws
+the blocks that range touches and keeps its part. So every sample depends only on (root
+seed, configuration key, stream, direction, its position in the stream), whatever the shard
+layout: any layout gives the same samples, hence (the sums being exact integers) the same
+merged sums and rows; a retried shard reproduces them bit for bit and no global state is
+touched. With one shard the spawn keys are those of the earlier per-shard streams' shard 0.
 """
 
 from __future__ import annotations
@@ -33,12 +38,12 @@ def check_seed(seed: object) -> int:
     return int(seed)
 
 
-def shard_generator(
-    root_seed: int, config_key: int, shard_index: int, direction_index: int, block_index: int
+def block_generator(
+    root_seed: int, config_key: int, stream_index: int, direction_index: int, block_index: int
 ) -> np.random.Generator:
-    """Generator for one block of samples of one direction of one shard."""
+    """Generator for block ``block_index`` (counted from the start of the stream) of one direction."""
     seq = np.random.SeedSequence(
-        root_seed, spawn_key=(config_key, shard_index, direction_index, block_index)
+        root_seed, spawn_key=(config_key, stream_index, direction_index, block_index)
     )
     return np.random.Generator(np.random.PCG64(seq))
 
@@ -49,14 +54,26 @@ def stream_generator(root_seed: int, *spawn_key: int) -> np.random.Generator:
     return np.random.Generator(np.random.PCG64(seq))
 
 
-def shard_key_words(root_seed: int, config_key: int, shard_index: int, direction_index: int) -> np.ndarray:
-    """Two uint32 words seeding the JAX key of one direction of one shard (SPEC §10).
+def stream_key_words(root_seed: int, config_key: int, stream_index: int, direction_index: int) -> np.ndarray:
+    """Two uint32 words seeding the JAX key of one direction of one stream (SPEC §10).
 
-    The same ``SeedSequence(root_seed, spawn_key=(config_key, shard_index, direction_index))``
-    as :func:`shard_generator`, hashed down to 64 bits; the JAX backend wraps them as a
-    threefry key and selects blocks and epochs with ``fold_in``. The JAX stream is a
-    function of (root seed, configuration key, shard index) only, the same on CPU and GPU,
-    and differs from the numpy stream of the same shard (both are valid i.i.d. draws).
+    ``SeedSequence(root_seed, spawn_key=(config_key, stream_index, direction_index))`` (the
+    prefix of :func:`block_generator`'s keys), hashed down to 64 bits; the JAX backend wraps
+    them as a threefry key and selects block g of the stream and the epochs with ``fold_in``.
+    The JAX stream is a function of (root seed, configuration key, stream) only, the same on
+    CPU and GPU and for every shard layout, and differs from the numpy stream (both are valid
+    i.i.d. draws).
     """
-    seq = np.random.SeedSequence(root_seed, spawn_key=(config_key, shard_index, direction_index))
+    seq = np.random.SeedSequence(root_seed, spawn_key=(config_key, stream_index, direction_index))
     return seq.generate_state(2, np.uint32)
+
+
+def block_ranges(block: int, start: int, samples: int) -> list[tuple[int, int, int]]:
+    """The stream's samples [start, start + samples) as (g, lo, hi): positions [lo, hi) of block g,
+    for every block of ``block`` samples they touch (block g holds samples [g·block, (g+1)·block))."""
+    if block < 1 or start < 0 or samples < 0:
+        raise ValueError(f"block_ranges needs block >= 1, start >= 0, samples >= 0, got block={block}, "
+                         f"start={start}, samples={samples}")
+    stop = start + samples
+    return [(g, max(start - g * block, 0), min(stop - g * block, block))
+            for g in range(start // block, -(-stop // block))]

@@ -29,6 +29,7 @@ from epscert.params import (
 )
 from epscert.progress import print_to_stderr
 from pipelines.certify import with_shards
+from pipelines.parallelism import parallelism
 from pipelines.options import (
     ArgumentParser, RunnerChoice, UsageError, check_unknown_flags, check_writable_file, choose_runner, make_pipeline,
     parse_floats, parse_int, report_usage_error,
@@ -129,7 +130,7 @@ def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
         )
         if not any(m.is_monte_carlo for m in config.resolved):
             raise UsageError(f"calibrate needs a Monte Carlo method, got method={args.method!r}")
-        config = with_shards(config, args.shards)
+        config = with_shards(config, args.shards, parallelism(pipeline_args).workers)
         search = None if args.search_samples is None else parse_int("search_samples", args.search_samples, 1)
         certify_seed = None if args.certify_seed is None else parse_int("certify_seed", args.certify_seed)
         if args.output is not None:

@@ -38,13 +38,14 @@ from epscert.params import (
     check_float,
 )
 from epscert.mechanism import DEFAULT_SAMPLER, MATRIX_SAMPLER
-from epscert.montecarlo.shard import auto_shards
+from epscert.montecarlo.scaling import auto_shards
 from pipelines.options import (
     ArgumentParser, RunnerChoice, UsageError, check_output_reachable, check_unknown_flags,
     check_writable_file, choose_runner, make_pipeline, parse_floats, parse_int, report_usage_error,
 )
 from pipelines.certify_waves import run_waves
 from pipelines.strategy_flags import add_strategy_flags, strategy_args
+from pipelines.parallelism import Parallelism, parallelism
 from pipelines.output import FORMATS, print_rows
 from pipelines.plan import print_plan
 from transforms.certify import CertifyConfigs
@@ -88,8 +89,9 @@ def build_parser(prog: str = PROG) -> ArgumentParser:
         "(default: %(default)s)")
     add("--orders", default=None, help="order-statistic ranks as start,stop,step triples, e.g. 1,100,1 "
         "(default: chosen from T)")
-    add("--shards", default="auto", help="shard count, or 'auto' to size shards at about 20 s of one core "
-        "(default: %(default)s)")
+    add("--shards", default="auto", help="shard count, or 'auto': several shards per worker of the runner "
+        "(--direct_num_workers, Dataflow --max_num_workers/--num_workers, Flink --parallelism, Spark local[N]), "
+        "each of 2 to 20 s of one core; the rows do not depend on the shard count (default: %(default)s)")
     add("--pld-discretization", "--pld_discretization", default=str(DEFAULT_PLD_DISCRETIZATION),
         help="loss step of the PLD baselines (Poisson bracket, sliced lower bounds; default: %(default)s)")
     add("--dataset-size", "--dataset_size", default=None, help="dataset size n, for truncated batches "
@@ -116,8 +118,9 @@ def build_parser(prog: str = PROG) -> ArgumentParser:
     return parser
 
 
-def config_from_args(args) -> CertifyConfig:
-    """The validated configuration, with the shard count resolved ('auto' -> epscert.montecarlo.shard.auto_shards)."""
+def config_from_args(args, workers: int = 1) -> CertifyConfig:
+    """The validated configuration, with the shard count resolved ('auto' -> epscert.montecarlo.scaling.auto_shards
+    for ``workers`` workers)."""
     methods = tuple(m.strip() for m in args.method.split(",") if m.strip()) or (args.method,)
     strategy, sampler, steps = strategy_args(args)
     config = CertifyConfig(
@@ -130,13 +133,14 @@ def config_from_args(args) -> CertifyConfig:
         max_batch_size=None if args.max_batch_size is None else parse_int("max_batch_size", args.max_batch_size, 1),
         backend=args.backend,
     )
-    return with_shards(config, args.shards)
+    return with_shards(config, args.shards, workers)
 
 
-def with_shards(config: CertifyConfig, shards: str | int) -> CertifyConfig:
-    """``config`` with ``shards`` set: an integer, or 'auto' (the largest auto_shards of its methods)."""
+def with_shards(config: CertifyConfig, shards: str | int, workers: int = 1) -> CertifyConfig:
+    """``config`` with ``shards`` set: an integer, or 'auto' (the largest auto_shards of its methods on
+    ``workers`` workers). The rows are the same for every shard count (SPEC §10)."""
     if str(shards).strip().lower() == "auto":
-        count = max([auto_shards(config, m) for m in config.resolved if m.is_monte_carlo], default=1)
+        count = max([auto_shards(config, m, workers) for m in config.resolved if m.is_monte_carlo], default=1)
     else:
         count = parse_int("shards", str(shards), 1)
     return config if count == config.shards else dataclasses.replace(config, shards=count)
@@ -164,6 +168,7 @@ class CertifyJob:
     target_rel_width: float | None = None
     max_samples: int | None = None
     plan_only: bool = False
+    workers: Parallelism = Parallelism(1, "not given", False)
 
 
 def prepare(argv: Sequence[str] | None = None, prog: str = PROG) -> CertifyJob:
@@ -171,8 +176,9 @@ def prepare(argv: Sequence[str] | None = None, prog: str = PROG) -> CertifyJob:
     parser = build_parser(prog)
     args, pipeline_args = parser.parse_known_args(list(sys.argv[1:] if argv is None else argv))
     check_unknown_flags(pipeline_args, parser.long_flags(), "certify")
+    workers = parallelism(pipeline_args)
     try:
-        config = config_from_args(args)
+        config = config_from_args(args, workers.workers)
     except ValueError as err:
         raise UsageError(str(err)) from None
     width, budget = None, None
@@ -194,7 +200,7 @@ def prepare(argv: Sequence[str] | None = None, prog: str = PROG) -> CertifyJob:
     configs = tuple(job_configs(config, not args.no_baselines))
     check_costs(config, configs)
     return CertifyJob(config, configs, args.output, args.format, not args.no_progress, choice, width, budget,
-                      args.dry_run)
+                      args.dry_run, workers)
 
 
 def check_costs(config: CertifyConfig, configs: Sequence[CertifyConfig]) -> None:
@@ -243,7 +249,7 @@ def run(argv: Sequence[str] | None = None, *, wait: bool = True, stdout: TextIO 
     """
     job = prepare(argv, prog)
     if job.plan_only:
-        print_plan(job.configs, stdout if stdout is not None else sys.stdout)
+        print_plan(job.configs, stdout if stdout is not None else sys.stdout, workers=job.workers)
         return None
     tmpdir = None if job.output is not None else tempfile.mkdtemp(prefix="epscert-certify-")
     output = job.output if tmpdir is None else os.path.join(tmpdir, "results.parquet")

@@ -1,6 +1,6 @@
 """``epscert certify --target-rel-width W``: doubling waves, each wave one Beam job (issue 13).
 
-The wave schedule, the shard indices and β_k = β·2^{-(k+1)} are those of
+The wave schedule, the streams and shards and β_k = β·2^{-(k+1)} are those of
 :mod:`epscert.results.waves` (the API's ``certify(target_rel_width=...)``); only where a wave's
 shards run differs. Per Monte Carlo method, wave k is one Beam job::
 
@@ -11,7 +11,8 @@ can write ``--output`` can write). The driver reads them back, merges them with 
 (exact, order independent), computes the rows and the width, and prints
 ``epscert: <method> wave k: n samples, width ...``. A last job writes the Monte Carlo rows, the
 analytic methods and the baselines to ``--output``. Rows equal the API's bit for bit (wall
-seconds aside), on every runner, because shards depend only on (seed, configuration, shard index).
+seconds aside), on every runner, because a sample depends only on (seed, configuration, stream = the wave,
+direction, its place in the stream), never on the shard layout (SPEC §10).
 """
 
 from __future__ import annotations

@@ -236,8 +236,10 @@ def _single(spec: Mapping) -> dict:
     return out
 
 
-def expand(spec: Mapping) -> list[CertifyConfig]:
-    """Every configuration of the spec's product (validated), then baselines; one per config_id."""
+def expand(spec: Mapping, workers: int = 1) -> list[CertifyConfig]:
+    """Every configuration of the spec's product (validated), then baselines; one per config_id.
+
+    ``shards: auto`` is sized for ``workers`` workers (the rows do not depend on it)."""
     _check_keys(spec)
     grids = {key: _grid(key, spec[key]) for key in GRID_KEYS if key in spec}
     single = _single(spec)
@@ -252,7 +254,7 @@ def expand(spec: Mapping) -> list[CertifyConfig]:
     for index, combo in enumerate(itertools.product(*(grids[k] for k in keys))):
         point = dict(zip(keys, combo))
         try:
-            config = _config(point, single)
+            config = _config(point, single, workers)
         except SpecError:
             raise
         except ValueError as err:
@@ -275,7 +277,7 @@ def expand(spec: Mapping) -> list[CertifyConfig]:
     return list(configs.values())
 
 
-def _config(point: Mapping, single: Mapping) -> CertifyConfig:
+def _config(point: Mapping, single: Mapping, workers: int = 1) -> CertifyConfig:
     kwargs = dict(point)
     if "batch_size" in kwargs:
         kwargs["steps"] = _steps(kwargs["dataset_size"], kwargs.pop("batch_size"))
@@ -293,9 +295,9 @@ def _config(point: Mapping, single: Mapping) -> CertifyConfig:
     kwargs.update(epsilons=single["epsilons"], seed=single["seed"], shards=1)
     if "pld_discretization" in single:
         kwargs["pld_discretization"] = single["pld_discretization"]
-    return with_shards(CertifyConfig(**kwargs), single["shards"])
+    return with_shards(CertifyConfig(**kwargs), single["shards"], workers)
 
 
-def load(path: str) -> list[CertifyConfig]:
-    """:func:`load_spec` then :func:`expand`."""
-    return expand(load_spec(path))
+def load(path: str, workers: int = 1) -> list[CertifyConfig]:
+    """:func:`load_spec` then :func:`expand` (``shards: auto`` sized for ``workers``)."""
+    return expand(load_spec(path), workers)

@@ -35,6 +35,7 @@ from pipelines.options import (
     check_writable_dir, choose_runner, make_pipeline, parse_int, report_usage_error,
 )
 from pipelines.output import FORMATS, print_rows
+from pipelines.parallelism import Parallelism, parallelism
 from pipelines.plan import DEFAULT_MAX_CPU_HOURS, check_cpu_hours, print_plan
 from transforms.certify import CertifyConfigs
 from transforms.progress import ProgressReporter
@@ -99,6 +100,7 @@ class SweepJob:
     choice: RunnerChoice
     plan_only: bool = False
     max_cpu_hours: float = DEFAULT_MAX_CPU_HOURS
+    workers: Parallelism = Parallelism(1, "not given", False)
 
 
 def expand_output(path: str, today: datetime.date | None = None) -> str:
@@ -131,7 +133,8 @@ def prepare(argv: Sequence[str] | None = None, prog: str = PROG) -> SweepJob:
         max_hours = check_float("max_cpu_hours", args.max_cpu_hours, low=0.0, low_open=True)
     except ValueError as err:
         raise UsageError(str(err)) from None
-    configs = spec_mod.load(spec_path)
+    workers = parallelism(pipeline_args)
+    configs = spec_mod.load(spec_path, workers.workers)
     output = expand_output(args.output)
     check_output_reachable("output", output, choice)
     if not args.dry_run:  # a dry run writes nothing, not even DIR
@@ -145,7 +148,7 @@ def prepare(argv: Sequence[str] | None = None, prog: str = PROG) -> SweepJob:
             raise UsageError(f"output holds a directory where the results file goes: {path!r} "
                              f"(output={output!r}); remove it or choose another --output")
     return SweepJob(tuple(configs), output, args.format, shards, wave, not args.no_progress, choice,
-                    args.dry_run, max_hours)
+                    args.dry_run, max_hours, workers)
 
 
 def pending(job: SweepJob) -> list[CertifyConfig]:
@@ -200,7 +203,8 @@ def run(argv: Sequence[str] | None = None, *, wait: bool = True, stdout: TextIO 
     job = prepare(argv, prog)
     todo = pending(job)
     if job.plan_only:
-        print_plan(todo, stdout if stdout is not None else sys.stdout, reused=len(job.configs) - len(todo))
+        print_plan(todo, stdout if stdout is not None else sys.stdout, reused=len(job.configs) - len(todo),
+                   workers=job.workers)
         return None
     try:
         check_cpu_hours(todo, job.max_cpu_hours)

@@ -1,10 +1,13 @@
 """Shards: the unit of distributed work. A shard draws its samples and returns sums.
 
-``plan_shards`` splits a method's sample budget into a fixed layout; ``run_shard``
-draws one shard's samples block by block (memory bounded by the block size, whatever
-the sample count) from generators that depend only on (root seed, configuration key,
-shard index) (SPEC §10), and returns an :class:`~epscert.montecarlo.accumulator.Accumulator`.
-A retried shard returns an identical accumulator.
+A run of ``config.samples`` samples of one method is one stream (SPEC §10, :mod:`epscert.rng`):
+fixed-size blocks of samples, block g drawn from generators keyed by (root seed, configuration
+key, stream, direction, g). ``plan_shards`` cuts the stream into contiguous ranges, whole blocks
+per shard where there are at least as many blocks as shards; ``run_shard`` draws the blocks its
+range touches, block by block (memory bounded by the block size, whatever the sample count), and
+keeps its part. Every sample is therefore the same whatever the shard layout, and the sums are
+exact integers, so any layout (1 shard or 10^4, any runner, any worker count) merges to the
+same accumulator and the same rows; a retried shard returns an identical accumulator.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from epscert.montecarlo.conditional import conditional_sampler
 from epscert.montecarlo.exactfloat import UNIT_LOG2
 from epscert.montecarlo.samplers.base import BLOCK_ELEMENTS
 from epscert.params import CertifyConfig, Direction, Method
-from epscert.rng import shard_generator, shard_key_words
+from epscert.rng import block_generator, block_ranges, stream_key_words
 from epscert.montecarlo import backends
 from epscert.montecarlo.matrix_values import MatrixValueSampler
 from epscert.montecarlo.samplers import loss_sampler, matrix_pair
@@ -30,12 +33,29 @@ _DIRECTION_INDEX = {Direction.REMOVE: 0, Direction.ADD: 1}
 
 @dataclass(frozen=True)
 class ShardTask:
-    """What a worker needs to run one shard (picklable; the Beam job's element)."""
+    """What a worker needs to run one shard (picklable; the Beam job's element).
+
+    The shard is the samples [start, start + samples) of stream ``stream`` (0 for a run, k for
+    wave k of :mod:`epscert.results.waves`), which holds ``stream_samples`` samples (default
+    start + samples: a shard that is a whole stream). ``shard_index`` only names the shard
+    (progress lines); it does not enter the draws.
+    """
 
     config: CertifyConfig
     method: Method
     shard_index: int
     samples: int
+    start: int = 0
+    stream: int = 0
+    stream_samples: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.stream_samples is None:
+            object.__setattr__(self, "stream_samples", self.start + self.samples)
+        if not (self.samples >= 1 and self.start >= 0 and self.stream >= 0
+                and self.start + self.samples <= self.stream_samples):
+            raise ValueError(f"shard must be a non-empty range of its stream, got start={self.start}, "
+                             f"samples={self.samples}, stream={self.stream}, stream_samples={self.stream_samples}")
 
     @property
     def key(self) -> str:
@@ -43,17 +63,64 @@ class ShardTask:
         return f"{self.config.config_id}/{self.method.value}"
 
 
-def plan_shards(config: CertifyConfig, method: Method, shards: int | None = None) -> list[ShardTask]:
-    """Split ``config.samples`` into ``shards`` near-equal shards (the first ones get the remainder)."""
+def plan_shards(config: CertifyConfig, method: Method, shards: int | None = None,
+                stream: int = 0) -> list[ShardTask]:
+    """Cut stream ``stream`` of ``config.samples`` samples into ``shards`` contiguous shards.
+
+    With B = :func:`stream_block` and ⌈N/B⌉ >= shards blocks, shard i gets the whole blocks
+    [⌊i·blocks/shards⌋, ⌊(i+1)·blocks/shards⌋) (sizes within one block of each other, no block
+    drawn twice); with fewer blocks than shards, shard i gets samples [⌊iN/shards⌋, ⌊(i+1)N/shards⌋)
+    and draws the (few, small) blocks it shares with its neighbours whole. Either way the union
+    is the stream, so the merged sums do not depend on ``shards``.
+    """
     count = config.shards if shards is None else shards
-    base, extra = divmod(config.samples, count)
-    return [ShardTask(config, method, i, base + (1 if i < extra else 0)) for i in range(count)]
+    n = config.samples
+    edges = shard_edges(n, count, stream_block(config, method))
+    return [ShardTask(config, method, i, edges[i + 1] - edges[i], edges[i], stream, n) for i in range(count)]
+
+
+def shard_edges(samples: int, shards: int, block: int) -> list[int]:
+    """Edges 0 = e_0 < e_1 < ... < e_shards = samples of the layout of :func:`plan_shards`."""
+    if not (1 <= shards <= samples and block >= 1):
+        raise ValueError(f"shards must be in [1, samples] and block >= 1, got shards={shards}, samples={samples}, "
+                         f"block={block}")
+    blocks = -(-samples // block)
+    if shards <= blocks:
+        return [min(i * blocks // shards * block, samples) for i in range(shards + 1)]
+    return [i * samples // shards for i in range(shards + 1)]
+
+
+def stream_block(config: CertifyConfig, method: Method) -> int:
+    """Samples per block of the stream that :func:`run_shard` draws for (config, method) in this process.
+
+    numpy: the sampler's block (the conditional estimator's capped by its truncated sums' array);
+    JAX: the largest of the directions' power-of-two blocks (the others divide it). Used to align
+    shard edges to blocks; the draws never depend on it through the layout.
+    """
+    sampler = conditional_sampler(config, method) if method.is_conditional else loss_sampler(config, method)
+    # 'jax' without resolve: the block sizes are plain Python, so a launcher without JAX can plan for workers with it
+    if config.backend != "jax" and backends.resolve(config.backend, sampler, method) != "jax":
+        return conditional_block(sampler, len(config.epsilons)) if method.is_conditional else sampler.block_size()
+    from epscert.montecarlo.backends import jax_backend
+
+    if method.is_conditional:
+        return jax_backend.block_size(sampler.width(), config.samples)
+    return max(jax_backend.block_size(jax_backend.kernel_spec(sampler, method, d)[3], config.samples)
+               for d in config.direction.parts())
+
+
+def conditional_block(sampler, n_eps: int) -> int:
+    """numpy block of the conditional estimator: the sampler's, capped so the (|ε|·LEVELS, block)
+    array of truncated sums stays within BLOCK_ELEMENTS."""
+    return max(1, min(sampler.block_size(), BLOCK_ELEMENTS // (n_eps * LEVELS)))
 
 
 def run_shard(task: ShardTask, progress: Callable[[int], None] | None = None) -> acc_mod.Accumulator:
-    """Draw ``task.samples`` samples per direction and fold them into an accumulator.
+    """Draw the shard's ``task.samples`` samples per direction and fold them into an accumulator.
 
-    ``progress(n)`` is called after every block with the number of samples just done.
+    Block g of the stream (samples [g·B, g·B + n_g), n_g = min(B, stream_samples - g·B)) is
+    drawn whole from ``block_generator(seed, key, stream, direction, g)``; the shard keeps the
+    positions in its range. ``progress(n)`` is called after every block with the samples kept.
     """
     config, method = task.config, task.method
     if uses_values(config, method):
@@ -76,21 +143,20 @@ def run_shard(task: ShardTask, progress: Callable[[int], None] | None = None) ->
             acc = acc_mod.merge([acc, acc_mod.Accumulator(((direction, _zeros(task.samples, config)),))])
             continue
         if backend == "jax":
-            words = shard_key_words(config.seed, key, task.shard_index, _DIRECTION_INDEX[direction])
+            words = stream_key_words(config.seed, key, task.stream, _DIRECTION_INDEX[direction])
             if config.strategy is not None:
-                sums = jax_matrix.naive_sums(sampler, direction, words, task.samples, config.epsilons, progress)
+                sums = jax_matrix.naive_sums(sampler, direction, words, task.samples, config.epsilons, progress,
+                                             task.start, task.stream_samples)
             else:
                 sums = jax_backend.direction_sums(sampler, method, direction, words, task.samples,
-                                                  config.epsilons, progress)
+                                                  config.epsilons, progress, task.start, task.stream_samples)
             acc = acc_mod.merge([acc, acc_mod.Accumulator(((direction, sums),))])
             continue
-        for b, start in enumerate(range(0, task.samples, block)):
-            n = min(block, task.samples - start)
-            rng = shard_generator(config.seed, key, task.shard_index, _DIRECTION_INDEX[direction], b)
+        for rng, n, lo, hi in _numpy_blocks(task, key, direction, block):
             losses = sampler.draw(rng, n, direction)
-            acc = acc_mod.add(acc, direction, losses, config.epsilons)
+            acc = acc_mod.add(acc, direction, losses if (lo, hi) == (0, n) else losses[lo:hi], config.epsilons)
             if progress is not None:
-                progress(n)
+                progress(hi - lo)
     return acc_mod.tagged(acc, tag)
 
 
@@ -108,15 +174,22 @@ def value_sampler(config: CertifyConfig, method: Method):
     return conditional_sampler(config, method)
 
 
+def _numpy_blocks(task: ShardTask, key: int, direction: Direction, block: int):
+    """(generator of block g, n_g drawn, lo, hi kept) for every block the shard touches."""
+    for g, lo, hi in block_ranges(block, task.start, task.samples):
+        n = min(block, task.stream_samples - g * block)
+        yield block_generator(task.config.seed, key, task.stream, _DIRECTION_INDEX[direction], g), n, lo, hi
+
+
 def run_conditional_shard(task: ShardTask, progress: Callable[[int], None] | None = None) -> acc_mod.Accumulator:
     """Conditional Monte Carlo shard: per direction and ε, exact Σ Y, Σ Y² and the truncated sums
-    Σ min(Y, τ_k) of :mod:`epscert.bounds.truncated_lcb` (``extra``, ε-major), same seeding as
-    :func:`run_shard`."""
+    Σ min(Y, τ_k) of :mod:`epscert.bounds.truncated_lcb` (``extra``, ε-major), same stream and
+    blocks as :func:`run_shard` (block size :func:`conditional_block`)."""
     config, method = task.config, task.method
     sampler = value_sampler(config, method)
     key = config.sampling_key(method)
     n_eps = len(config.epsilons)
-    block = max(1, min(sampler.block_size(), BLOCK_ELEMENTS // (n_eps * LEVELS)))  # the extra sums' array
+    block = conditional_block(sampler, n_eps)
     directions = config.direction.parts()
     acc = acc_mod.create(directions, n_eps, UNIT_LOG2, n_eps * LEVELS)
     backend = backends.resolve(config.backend, sampler, method)
@@ -144,19 +217,20 @@ def run_conditional_shard(task: ShardTask, progress: Callable[[int], None] | Non
             return acc
 
         if backend == "jax" and config.strategy is not None:  # log-values on the device, exact sums on the host
-            words = shard_key_words(config.seed, key, task.shard_index, _DIRECTION_INDEX[direction])
-            for y in jax_matrix.value_blocks(sampler, direction, words, task.samples, config.epsilons):
+            words = stream_key_words(config.seed, key, task.stream, _DIRECTION_INDEX[direction])
+            for y in jax_matrix.value_blocks(sampler, direction, words, task.samples, config.epsilons, task.start,
+                                             task.stream_samples):
                 acc = fold(acc, y)
             continue
         if backend == "jax":  # log-sums drawn on the device, values and exact sums on the host
-            words = shard_key_words(config.seed, key, task.shard_index, _DIRECTION_INDEX[direction])
-            for log_r, log_m in jax_conditional.blocks(sampler, direction, words, task.samples):
+            words = stream_key_words(config.seed, key, task.stream, _DIRECTION_INDEX[direction])
+            for log_r, log_m in jax_conditional.blocks(sampler, direction, words, task.samples, task.start,
+                                                       task.stream_samples):
                 acc = fold(acc, sampler.values(direction, log_r, log_m, config.epsilons))
             continue
-        for b, start in enumerate(range(0, task.samples, block)):
-            n = min(block, task.samples - start)
-            rng = shard_generator(config.seed, key, task.shard_index, _DIRECTION_INDEX[direction], b)
-            acc = fold(acc, sampler.draw(rng, n, direction, config.epsilons))
+        for rng, n, lo, hi in _numpy_blocks(task, key, direction, block):
+            values = sampler.draw(rng, n, direction, config.epsilons)
+            acc = fold(acc, values if (lo, hi) == (0, n) else values[:, lo:hi])
     return acc_mod.tagged(acc, tag)
 
 
@@ -174,9 +248,6 @@ def _zeros(count: int, config: CertifyConfig) -> acc_mod.DirectionSums:
 SECONDS_PER_COORDINATE = 1.5e-8
 #: One order-statistic rank costs about this many coordinates (one gamma/exponential + ndtri).
 ORDER_STATS_RANK_FACTOR = 3
-#: Auto-sizing aims at shards of about this many seconds on one core (5–60 s is the target band).
-TARGET_SHARD_SECONDS = 20.0
-MAX_AUTO_SHARDS = 10_000
 
 
 def estimated_seconds(config: CertifyConfig, method: Method, samples: int | None = None) -> float:
@@ -188,9 +259,3 @@ def estimated_seconds(config: CertifyConfig, method: Method, samples: int | None
     if method.uses_order_stats:
         per_sample *= ORDER_STATS_RANK_FACTOR
     return n * per_sample * SECONDS_PER_COORDINATE
-
-
-def auto_shards(config: CertifyConfig, method: Method) -> int:
-    """Shard count so that each shard takes about TARGET_SHARD_SECONDS on one core."""
-    want = round(estimated_seconds(config, method) / TARGET_SHARD_SECONDS)
-    return int(min(max(1, want), MAX_AUTO_SHARDS, config.samples))

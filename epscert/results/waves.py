@@ -1,6 +1,6 @@
 """Sample sizes chosen for the user: waves of doubling samples until a target relative width.
 
-Wave k (k = 0, 1, ...) draws n_0·2^k fresh samples (new shard indices, same sampling key), merges
+Wave k (k = 0, 1, ...) draws n_0·2^k fresh samples (stream k, same sampling key), merges
 them with all earlier waves, and computes the rows of the n_0·(2^{k+1} - 1) samples so far at
 failure probability β_k = β·2^{-(k+1)}. The count after each wave is fixed in advance, so each
 wave's bounds are valid at β_k as they stand; the run stops at the first wave whose width
@@ -36,14 +36,15 @@ def relative_width(rows: list[dict]) -> float:
 def wave_tasks(config: CertifyConfig, method: Method, k: int, offset: int) -> tuple[CertifyConfig, list[ShardTask]]:
     """Wave ``k``'s configuration (samples so far, β_k = β·2^{-(k+1)}) and its fresh shard tasks.
 
-    Wave k draws config.samples·2^k new samples in ``config.shards`` shards whose indices start
-    at ``offset`` (the shard count of the earlier waves), so no sample is reused across waves.
+    Wave k draws config.samples·2^k new samples: stream k (SPEC §10; wave 0 is the stream of a
+    plain run), cut into ``config.shards`` shards named from ``offset`` on (the shard count of the
+    earlier waves). Streams differ in their spawn keys, so no sample is reused across waves.
     """
     size = config.samples << k
     total = config.samples * ((2 << k) - 1)
     wave = dataclasses.replace(config, samples=total, error_prob=config.error_prob * 2.0 ** -(k + 1))
-    tasks = plan_shards(dataclasses.replace(wave, samples=size), method)
-    return wave, [ShardTask(wave, method, offset + t.shard_index, t.samples) for t in tasks]
+    tasks = plan_shards(dataclasses.replace(wave, samples=size), method, stream=k)
+    return wave, [dataclasses.replace(t, config=wave, shard_index=offset + t.shard_index) for t in tasks]
 
 
 def run_tasks_here(tasks: list[ShardTask]) -> acc_mod.Accumulator:

@@ -19,10 +19,10 @@ from epscert.montecarlo import accumulator as acc_mod  # noqa: E402
 from epscert.montecarlo.backends import jax_backend, resolve  # noqa: E402
 from epscert.montecarlo.exactsum import grid_sum_rows  # noqa: E402
 from epscert.montecarlo.samplers import loss_sampler  # noqa: E402
-from epscert.montecarlo.shard import plan_shards, run_shard  # noqa: E402
+from epscert.montecarlo.shard import ShardTask, plan_shards, run_shard  # noqa: E402
 from epscert.params import CertifyConfig, Direction, Method  # noqa: E402
 from epscert.results.rows import mc_rows  # noqa: E402
-from epscert.rng import shard_key_words  # noqa: E402
+from epscert.rng import stream_key_words  # noqa: E402
 from tests.reference.quadrature import bnb_delta_quadrature  # noqa: E402
 from tests.soundness.criteria import allowed_misses  # noqa: E402
 
@@ -56,7 +56,7 @@ def test_device_sums_match_the_host_sums_of_the_same_losses(method):
     m = config.resolved[0]
     sampler = loss_sampler(config, m)
     for d_index, direction in enumerate((Direction.REMOVE, Direction.ADD)):
-        words = shard_key_words(7, 11, 0, d_index)
+        words = stream_key_words(7, 11, 0, d_index)
         n_block = jax_backend.block_size(sampler.steps, 300)
         assert n_block == 512
         ell = jax_backend.losses(sampler, m, direction, words, 0, n_block)[:300]
@@ -71,11 +71,11 @@ def test_device_sums_match_the_host_sums_of_the_same_losses(method):
 def test_same_key_same_stream_and_blocks_differ():
     config = _config("naive", "jax", epochs=2)
     sampler = loss_sampler(config, Method.NAIVE)
-    words = shard_key_words(1, 2, 3, 0)
+    words = stream_key_words(1, 2, 3, 0)
     a = jax_backend.losses(sampler, Method.NAIVE, Direction.REMOVE, words, 0, 64)
     assert np.array_equal(a, jax_backend.losses(sampler, Method.NAIVE, Direction.REMOVE, words, 0, 64))
     b = jax_backend.losses(sampler, Method.NAIVE, Direction.REMOVE, words, 1, 64)
-    other = jax_backend.losses(sampler, Method.NAIVE, Direction.REMOVE, shard_key_words(1, 2, 4, 0), 0, 64)
+    other = jax_backend.losses(sampler, Method.NAIVE, Direction.REMOVE, stream_key_words(1, 2, 4, 0), 0, 64)
     assert not np.any(a == b) and not np.any(a == other)
 
 
@@ -85,13 +85,28 @@ def test_importance_order_stats_same_key_same_losses(steps, orders):
     config = _config("importance_order_stats", "jax", steps=steps, orders=orders)
     sampler = loss_sampler(config, Method.IMPORTANCE_ORDER_STATS)
     for direction in (Direction.REMOVE, Direction.ADD):
-        words = shard_key_words(1, 2, 3, 0)
+        words = stream_key_words(1, 2, 3, 0)
         a = jax_backend.losses(sampler, Method.IMPORTANCE_ORDER_STATS, direction, words, 0, 64)
         assert np.all(np.isfinite(a))
         assert np.array_equal(a, jax_backend.losses(sampler, Method.IMPORTANCE_ORDER_STATS, direction,
                                                     words, 0, 64))
         b = jax_backend.losses(sampler, Method.IMPORTANCE_ORDER_STATS, direction, words, 1, 64)
         assert not np.any(a == b)
+
+
+@pytest.mark.parametrize("method,steps,samples", [
+    ("naive", 3, 3000),  # one block of 4096 (masked tail): every shard splits it
+    ("conditional", 3, 700),  # the conditional kernel's blocks, cut on the host
+    pytest.param("naive", 2048, 20_000, marks=pytest.mark.slow),  # blocks of 8192: 3 blocks, whole and split
+])
+def test_jax_sums_do_not_depend_on_the_shard_layout(method, steps, samples):
+    """Block g of the JAX stream is fold_in(key(seed, config, stream, direction), g) at a block size set by
+    (T, stream samples): 1, 2, 3 and 7 shards merge to the same exact sums (SPEC §10)."""
+    config = _config(method, "jax", samples=samples, steps=steps, seed=4)
+    m = config.resolved[0]
+    merged = [acc_mod.merge(run_shard(t) for t in plan_shards(config, m, s)) for s in (1, 2, 3, 7)]
+    assert all(acc == merged[0] for acc in merged[1:])
+    assert merged[0].tags == ("jax:cpu:cpu",) and merged[0][Direction.ADD].count == samples
 
 
 def test_x64_stays_scoped_to_the_backend():
@@ -155,16 +170,16 @@ def _truth(steps: int, eps: float, direction: str) -> float:
     pytest.param("importance_order_stats", "balls_and_bins", 3, marks=pytest.mark.slow),  # exact as well
 ])
 def test_certificate_coverage_on_the_jax_backend(method, sampler, steps):
-    """REPS independent shards of 1000 samples; each shard's UCB at β misses the true δ with
-    probability <= β, so misses ~ Binomial(REPS, <= β): fails above binom.ppf(1 - 1e-4) (1e-4
+    """REPS independent runs of 1000 samples (streams 0..REPS-1); each run's UCB at β misses the true
+    δ with probability <= β, so misses ~ Binomial(REPS, <= β): fails above binom.ppf(1 - 1e-4) (1e-4
     false-failure probability per (direction, ε); 6 checks per case). Truth: deterministic
     quadrature (tests/reference), independent of epscert."""
     eps = (0.5, 1.0)
     config = CertifyConfig(sampler=sampler, sigma=0.8, steps=steps, epsilons=eps, methods=method,
-                           samples=REPS * 1000, shards=REPS, error_prob=2 * BETA, backend="jax", seed=5)
+                           samples=1000, error_prob=2 * BETA, backend="jax", seed=5)
     m = config.resolved[0]
     misses = {(d, e): 0 for d in ("remove", "add") for e in eps}
-    for task in plan_shards(config, m):
+    for task in (ShardTask(config, m, r, 1000, stream=r) for r in range(REPS)):
         for row in mc_rows(config, m, run_shard(task), 0.0):
             if row["direction"] != "both":
                 assert row["error_prob"] == pytest.approx(BETA) and row["backend"] == "jax"
@@ -205,7 +220,7 @@ def test_cpu_and_gpu_give_the_same_losses_for_the_same_key(method):
     config = _config(method, "jax", steps=1000)
     m = config.resolved[0]
     sampler = loss_sampler(config, m)
-    words = shard_key_words(9, 9, 0, 0)
+    words = stream_key_words(9, 9, 0, 0)
     out = {}
     for name, dev in (("cpu", jax.devices("cpu")[0]), ("gpu", _gpu_devices()[0])):
         with jax.default_device(dev):
@@ -262,13 +277,13 @@ def test_conditional_same_key_same_log_sums_and_refusal():
     from epscert.montecarlo.conditional import ConditionalSampler
 
     sampler = ConditionalSampler(0.7, 12, 0.25, (1, 2, 4, 8))
-    words = shard_key_words(1, 2, 3, 1)
+    words = stream_key_words(1, 2, 3, 1)
     for direction in (Direction.REMOVE, Direction.ADD):
         a = list(jax_conditional.blocks(sampler, direction, words, 70))
         b = list(jax_conditional.blocks(sampler, direction, words, 70))
         assert len(a) == 1 and a[0][0].shape == (70,) and np.all(np.isfinite(a[0][0]))
         assert np.array_equal(a[0][0], b[0][0])
-        other = list(jax_conditional.blocks(sampler, direction, shard_key_words(1, 2, 4, 1), 70))
+        other = list(jax_conditional.blocks(sampler, direction, stream_key_words(1, 2, 4, 1), 70))
         assert not np.any(a[0][0] == other[0][0])
     with pytest.raises(ValueError, match="log Phi"):  # b_add ~ -45 sigma: log Phi(b) ~ -1000
         jax_conditional.check_supported(ConditionalSampler(0.1, 2, 500.0))

@@ -109,8 +109,8 @@ def no_work(monkeypatch):
         raise AssertionError("work started before the input was rejected")
 
     for module, names in ((epscert.results.tables, ("run_shard", "plan_shards", "analytic_rows", "mc_rows")),
-                          (epscert.montecarlo.shard, ("run_shard", "shard_generator")),
-                          (epscert.rng, ("shard_generator",))):
+                          (epscert.montecarlo.shard, ("run_shard", "block_generator")),
+                          (epscert.rng, ("block_generator",))):
         for name in names:
             if hasattr(module, name):
                 monkeypatch.setattr(module, name, boom)

@@ -1,9 +1,9 @@
 """Sampling backends: where a shard's Monte Carlo kernels run.
 
 - ``numpy`` (the default): the samplers of :mod:`epscert.montecarlo.samplers` on one CPU core,
-  numpy streams from :func:`epscert.rng.shard_generator`.
+  numpy streams from :func:`epscert.rng.block_generator`.
 - ``jax``: :mod:`epscert.montecarlo.backends.jax_backend` (imported lazily), float64, on JAX's
-  default device; its own stream from :func:`epscert.rng.shard_key_words`, identical on CPU and GPU.
+  default device; its own stream from :func:`epscert.rng.stream_key_words`, identical on CPU and GPU.
 - ``auto``: ``jax`` when JAX is installed, sees a GPU and has a kernel for the request; else ``numpy``.
 
 Both backends return the same exact integer sums (:mod:`epscert.montecarlo.accumulator`), so the

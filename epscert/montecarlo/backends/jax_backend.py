@@ -5,12 +5,15 @@ Imported lazily (``import epscert`` never loads JAX). Every call runs inside
 ``jax.enable_x64(True)``, a context manager: the process-wide default dtype of a user's
 own JAX code is left unchanged (tested).
 
-Stream (SPEC §10). The base key of one direction of one shard is the threefry key made of
-the two words :func:`epscert.rng.shard_key_words` hashes from (root seed, configuration key,
-shard index, direction index); block b uses ``fold_in(base, b)`` and epoch e of the block
-``fold_in(block_key, e)``. The block size is a function of (T, shard sample count) only,
-never of the device, so CPU and GPU draw the same numbers (threefry is platform
-independent); the numpy backend draws a different, equally valid stream.
+Stream (SPEC §10). The base key of one direction of one stream is the threefry key made of
+the two words :func:`epscert.rng.stream_key_words` hashes from (root seed, configuration key,
+stream index, direction index); block g of the stream (samples [g·n, (g+1)·n)) uses
+``fold_in(base, g)`` and epoch e of the block ``fold_in(block_key, e)``. The block size n is a
+function of (T, stream sample count) only, never of the device or the shard layout: a shard
+(samples [a, a + m) of the stream) runs the blocks it touches at full size and masks the
+samples outside [a, a + m), so every layout sums the same samples, and CPU and GPU draw the
+same numbers (threefry is platform independent); the numpy backend draws a different, equally
+valid stream.
 
 Precision. Losses are float64 throughout (no float32 path: no error bound for it is
 proven here, so none is offered). The device reduces each block to the same exact integer
@@ -43,6 +46,7 @@ import math
 import numpy as np
 
 from epscert.montecarlo.accumulator import DirectionSums
+from epscert.rng import block_ranges
 from epscert.montecarlo.exactsum import GRID_LOG2
 from epscert.montecarlo.backends.jax_orderstats import (
     check_bounds,
@@ -155,7 +159,7 @@ def _log_ndtr_host(b: float) -> float:
 
 def block_size(steps: int, samples: int) -> int:
     """Samples per block: the largest power of two <= 2**BLOCK_LOG2 / T, capped by the
-    shard's sample count rounded up to a power of two (few compiled shapes, small tests stay small)."""
+    stream's sample count rounded up to a power of two (few compiled shapes, small tests stay small)."""
     cap = max(1, (1 << BLOCK_LOG2) // max(1, steps))
     cap = 1 << (cap.bit_length() - 1)
     want = 1 << max(0, (samples - 1).bit_length())
@@ -163,12 +167,14 @@ def block_size(steps: int, samples: int) -> int:
 
 
 def direction_sums(sampler: BallsAndBinsSampler, method: Method, direction: Direction, key_words: np.ndarray,
-                   samples: int, epsilons: tuple[float, ...], progress=None) -> DirectionSums:
-    """Exact sums (count, ΣY, ΣY² on the 2**-52 grid) of ``samples`` losses of one direction."""
+                   samples: int, epsilons: tuple[float, ...], progress=None, start: int = 0,
+                   stream_samples: int | None = None) -> DirectionSums:
+    """Exact sums (count, ΣY, ΣY² on the 2**-52 grid) of the losses of one direction at positions
+    [start, start + samples) of a stream of ``stream_samples`` samples (default: start + samples)."""
     import jax
 
     spec = kernel_spec(sampler, method, direction)
-    n_block = block_size(spec[3], samples)
+    n_block = block_size(spec[3], start + samples if stream_samples is None else stream_samples)
     fn = _compiled(spec, n_block)
     n_eps = len(epsilons)
     totals = [0] * (2 * n_eps)
@@ -177,11 +183,11 @@ def direction_sums(sampler: BallsAndBinsSampler, method: Method, direction: Dire
         base = jax.random.wrap_key_data(np.asarray(key_words, dtype=np.uint32), impl="threefry2x32")
         eps = jax.numpy.asarray(epsilons, dtype=jax.numpy.float64)
         pending: list = []
-        starts = list(range(0, samples, n_block))
-        for b, start in enumerate(starts):
-            valid = min(n_block, samples - start)
-            pending.append((valid, fn(base, b, valid, eps)))
-            if len(pending) == FETCH_EVERY or b == len(starts) - 1:
+        ranges = block_ranges(n_block, start, samples)
+        for i, (b, lo, hi) in enumerate(ranges):
+            valid = hi - lo
+            pending.append((valid, fn(base, b, lo, hi, eps)))
+            if len(pending) == FETCH_EVERY or i == len(ranges) - 1:
                 for valid, (hi, lo, nans) in pending:
                     hi, lo = np.asarray(hi).tolist(), np.asarray(lo).tolist()
                     totals = [t + (h << _LO_BITS) + lo_ for t, h, lo_ in zip(totals, hi, lo)]
@@ -227,15 +233,17 @@ def _loss_fn(spec: tuple, n: int):
 
 @functools.lru_cache(maxsize=64)
 def _compiled(spec: tuple, n: int):
-    """jit(base key, block index, valid count, ε grid) -> (hi sums, lo sums, NaN count), int64."""
+    """jit(base key, block index, lo, hi, ε grid) -> (hi sums, lo sums, NaN count), int64, over the
+    block's positions [lo, hi) (the rest of the block is drawn and masked out)."""
     import jax
     import jax.numpy as jnp
 
     loss_fn = _loss_fn(spec, n)
 
-    def block_sums(base, b, valid, eps):
+    def block_sums(base, b, lo, hi, eps):
         ell = loss_fn(base, b)
-        mask = jnp.arange(n) < valid
+        pos = jnp.arange(n)
+        mask = (pos >= lo) & (pos < hi)
         # (|grid|, n) values in [0, 1]; the clip only guards a last-ulp overshoot of expm1 (the true
         # Y is <= 1, so lowering a computed value above 1 to 1 cannot lower the sum below the truth)
         y = jnp.clip(-jnp.expm1(jnp.minimum(eps[:, None] - ell[None, :], 0.0)), 0.0, 1.0)

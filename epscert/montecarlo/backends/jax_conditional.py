@@ -20,8 +20,9 @@ the value formulas. The log-sums themselves are safe to form on the device: logs
 shifted by the row maximum, so the sum is >= 1 and a flushed term (< 2**-1022 relative to it)
 changes it by less than T·2**-1022 relative, far below one ulp of log R.
 
-Stream: as :mod:`epscert.montecarlo.backends.jax_backend` (block b: ``fold_in(base, b)``,
-then ``fold_in(·, 0)``, the one epoch), block size ``block_size(width, samples)``. ADD draws
+Stream: as :mod:`epscert.montecarlo.backends.jax_backend` (block g of the stream: ``fold_in(base, g)``,
+then ``fold_in(·, 0)``, the one epoch), block size ``block_size(width, stream samples)``; a shard
+keeps the positions of the touched blocks that fall in its range. ADD draws
 each coordinate conditioned on <= b by the inverse CDF Φ^{-1}(U Φ(b)) (exact in law, no
 rejection); configurations with log Φ(b) < LOG_TINY are refused (:func:`check_supported`).
 """
@@ -37,6 +38,7 @@ from epscert.montecarlo.backends.jax_orderstats import check_bounds, ndtri_exp, 
 from epscert.montecarlo.conditional import ConditionalSampler
 from epscert.montecarlo.orderstats import lower_tail_weights, upper_tail_weights
 from epscert.params import Direction
+from epscert.rng import block_ranges
 
 
 def check_supported(sampler: ConditionalSampler) -> None:
@@ -59,23 +61,25 @@ def kernel_spec(sampler: ConditionalSampler, direction: Direction) -> tuple:
                                        tuple(float(w) for w in log_w)))
 
 
-def blocks(sampler: ConditionalSampler, direction: Direction, key_words: np.ndarray, samples: int):
-    """Yield (log R, log M or None) host float64 arrays, block by block, ``samples`` values in all
-    (the padded tail of the last block is cut off here)."""
+def blocks(sampler: ConditionalSampler, direction: Direction, key_words: np.ndarray, samples: int,
+           start: int = 0, stream_samples: int | None = None):
+    """Yield (log R, log M or None) host float64 arrays, block by block: the values at positions
+    [start, start + samples) of a stream of ``stream_samples`` samples (default start + samples);
+    the parts of the touched blocks outside that range are cut off here."""
     import jax
 
     spec = kernel_spec(sampler, direction)
-    n_block = block_size(sampler.width(), samples)
+    n_block = block_size(sampler.width(), start + samples if stream_samples is None else stream_samples)
     fn = _compiled(spec, n_block)
-    starts = list(range(0, samples, n_block))
+    ranges = block_ranges(n_block, start, samples)
     with jax.enable_x64(True):
         base = jax.random.wrap_key_data(np.asarray(key_words, dtype=np.uint32), impl="threefry2x32")
         pending: list = []
-        for b, start in enumerate(starts):
-            pending.append((min(n_block, samples - start), fn(base, b)))
-            if len(pending) == FETCH_EVERY or b == len(starts) - 1:
-                for valid, out in pending:
-                    out = np.asarray(out)[:, :valid]
+        for i, (b, lo, hi) in enumerate(ranges):
+            pending.append((lo, hi, fn(base, b)))
+            if len(pending) == FETCH_EVERY or i == len(ranges) - 1:
+                for lo_, hi_, out in pending:
+                    out = np.asarray(out)[:, lo_:hi_]
                     yield out[0], (out[1] if direction is Direction.REMOVE else None)
                 pending = []
 

@@ -7,9 +7,11 @@ backend's ``ndtri_exp`` and ``lax.fori_loop`` (a fixed NEWTON_STEPS iterations: 
 the convex log S converges monotonically, and the numpy path stops early only once no entry moves).
 
 Stream (SPEC §10, as :mod:`epscert.montecarlo.backends.jax_backend`): the base key of one
-direction of one shard is built from :func:`epscert.rng.shard_key_words`; block b uses
-``fold_in(base, b)``, split into the keys of its draws. The block size depends on the
-configuration and the shard's sample count only, so CPU and GPU draw the same numbers.
+direction of one stream is built from :func:`epscert.rng.stream_key_words`; block g of the stream
+uses ``fold_in(base, g)``, split into the keys of its draws. The block size depends on the
+configuration and the stream's sample count only (never on the device or the shard layout: a shard
+draws the blocks its range touches and keeps its positions), so CPU and GPU, and every shard
+layout, draw the same numbers.
 
 Precision: float64 throughout. ``naive`` losses are reduced on the device to the exact integer
 grid sums of :func:`epscert.montecarlo.backends.jax_backend.grid_halves`. The value estimators
@@ -28,6 +30,7 @@ from epscert.montecarlo import matrix_kernels as mk
 from epscert.montecarlo import matrix_values as mv
 from epscert.montecarlo.accumulator import DirectionSums
 from epscert.montecarlo.backends.jax_backend import FETCH_EVERY, block_size, grid_halves
+from epscert.rng import block_ranges
 from epscert.montecarlo.backends.jax_orderstats import ndtri_exp
 from epscert.montecarlo.samplers.matrix_pair import MatrixPairSampler
 from epscert.params import Direction, Method
@@ -86,11 +89,13 @@ def _width(sampler) -> int:
 
 
 def naive_sums(sampler: MatrixPairSampler, direction: Direction, key_words: np.ndarray, samples: int,
-               epsilons: tuple[float, ...], progress=None) -> DirectionSums:
-    """Exact sums (count, ΣY, ΣY² on the 2**-52 grid) of ``samples`` naive losses of one direction."""
+               epsilons: tuple[float, ...], progress=None, start: int = 0,
+               stream_samples: int | None = None) -> DirectionSums:
+    """Exact sums (count, ΣY, ΣY² on the 2**-52 grid) of the naive losses of one direction at positions
+    [start, start + samples) of a stream of ``stream_samples`` samples (default start + samples)."""
     import jax
 
-    n_block = block_size(_width(sampler), samples)
+    n_block = block_size(_width(sampler), start + samples if stream_samples is None else stream_samples)
     fn = _naive_compiled(sampler.pair, direction.value, n_block)
     n_eps = len(epsilons)
     totals = [0] * (2 * n_eps)
@@ -99,11 +104,10 @@ def naive_sums(sampler: MatrixPairSampler, direction: Direction, key_words: np.n
         base = jax.random.wrap_key_data(np.asarray(key_words, dtype=np.uint32), impl="threefry2x32")
         eps = jax.numpy.asarray(epsilons, dtype=jax.numpy.float64)
         pending: list = []
-        starts = list(range(0, samples, n_block))
-        for b, start in enumerate(starts):
-            valid = min(n_block, samples - start)
-            pending.append((valid, fn(base, b, valid, eps)))
-            if len(pending) == FETCH_EVERY or b == len(starts) - 1:
+        ranges = block_ranges(n_block, start, samples)
+        for i, (b, lo, hi) in enumerate(ranges):
+            pending.append((hi - lo, fn(base, b, lo, hi, eps)))
+            if len(pending) == FETCH_EVERY or i == len(ranges) - 1:
                 for valid, (hi, lo, nans) in pending:
                     hi, lo = np.asarray(hi).tolist(), np.asarray(lo).tolist()
                     totals = [t + (h << _LO_BITS) + lo_ for t, h, lo_ in zip(totals, hi, lo)]
@@ -155,9 +159,10 @@ def _naive_compiled(pair, direction: str, n: int):
 
     loss_fn = _naive_loss_fn(pair, direction, n)
 
-    def block_sums(base, b, valid, eps):
+    def block_sums(base, b, lo, hi, eps):
         ell = loss_fn(base, b)
-        mask = jnp.arange(n) < valid
+        pos = jnp.arange(n)
+        mask = (pos >= lo) & (pos < hi)
         y = jnp.clip(-jnp.expm1(jnp.minimum(eps[:, None] - ell[None, :], 0.0)), 0.0, 1.0)
         y = jnp.where(mask[None, :] & ~jnp.isnan(ell)[None, :], y, 0.0)
         hi_y, lo_y = grid_halves(y)
@@ -168,24 +173,24 @@ def _naive_compiled(pair, direction: str, n: int):
 
 
 def value_blocks(sampler: mv.MatrixValueSampler, direction: Direction, key_words: np.ndarray, samples: int,
-                 epsilons: tuple[float, ...]):
-    """Yield (|ε|, n) float64 value arrays on the host, block by block (``samples`` in total)."""
+                 epsilons: tuple[float, ...], start: int = 0, stream_samples: int | None = None):
+    """Yield (|ε|, n) float64 value arrays on the host, block by block: the values at positions
+    [start, start + samples) of a stream of ``stream_samples`` samples (default start + samples)."""
     import jax
 
-    n_block = block_size(_width(sampler), samples)
+    n_block = block_size(_width(sampler), start + samples if stream_samples is None else stream_samples)
     fn = _value_fn(sampler.pair, sampler.method, sampler.eps0, direction.value, n_block,
                    tuple(float(e) for e in epsilons))
     with jax.enable_x64(True):
         base = jax.random.wrap_key_data(np.asarray(key_words, dtype=np.uint32), impl="threefry2x32")
         pending: list = []
-        starts = list(range(0, samples, n_block))
-        for b, start in enumerate(starts):
-            valid = min(n_block, samples - start)
-            pending.append((valid, fn(base, b)))
-            if len(pending) == FETCH_EVERY or b == len(starts) - 1:
-                for valid, logs in pending:
+        ranges = block_ranges(n_block, start, samples)
+        for i, (b, lo, hi) in enumerate(ranges):
+            pending.append((lo, hi, fn(base, b)))
+            if len(pending) == FETCH_EVERY or i == len(ranges) - 1:
+                for lo_, hi_, logs in pending:
                     with np.errstate(under="ignore"):
-                        yield np.exp(np.asarray(logs)[:, :valid])
+                        yield np.exp(np.asarray(logs)[:, lo_:hi_])
                 pending = []
 
 
