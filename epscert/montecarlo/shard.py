@@ -97,12 +97,15 @@ def stream_block(config: CertifyConfig, method: Method) -> int:
     JAX: the largest of the directions' power-of-two blocks (the others divide it). Used to align
     shard edges to blocks; the draws never depend on it through the layout.
     """
-    sampler = conditional_sampler(config, method) if method.is_conditional else loss_sampler(config, method)
+    values = uses_values(config, method)
+    sampler = value_sampler(config, method) if values else loss_sampler(config, method)
     # 'jax' without resolve: the block sizes are plain Python, so a launcher without JAX can plan for workers with it
     if config.backend != "jax" and backends.resolve(config.backend, sampler, method) != "jax":
-        return conditional_block(sampler, len(config.epsilons)) if method.is_conditional else sampler.block_size()
-    from epscert.montecarlo.backends import jax_backend
+        return conditional_block(sampler, len(config.epsilons)) if values else sampler.block_size()
+    from epscert.montecarlo.backends import jax_backend, jax_matrix
 
+    if config.strategy is not None:
+        return jax_backend.block_size(jax_matrix.width(sampler), config.samples)
     if method.is_conditional:
         return jax_backend.block_size(sampler.width(), config.samples)
     return max(jax_backend.block_size(jax_backend.kernel_spec(sampler, method, d)[3], config.samples)

@@ -81,7 +81,8 @@ def _factor(pair, jnp):
     return pair.factor_tuple(jnp)
 
 
-def _width(sampler) -> int:
+def width(sampler) -> int:
+    """Coordinates a sample costs on the device (the block size is set from it and the stream length)."""
     if isinstance(sampler, mv.MatrixValueSampler) and sampler.method == "conditional":
         return 4 * sampler.lines_per_sample * (sampler.lines.width + 2)
     pair = sampler.pair
@@ -95,7 +96,7 @@ def naive_sums(sampler: MatrixPairSampler, direction: Direction, key_words: np.n
     [start, start + samples) of a stream of ``stream_samples`` samples (default start + samples)."""
     import jax
 
-    n_block = block_size(_width(sampler), start + samples if stream_samples is None else stream_samples)
+    n_block = block_size(width(sampler), start + samples if stream_samples is None else stream_samples)
     fn = _naive_compiled(sampler.pair, direction.value, n_block)
     n_eps = len(epsilons)
     totals = [0] * (2 * n_eps)
@@ -178,7 +179,7 @@ def value_blocks(sampler: mv.MatrixValueSampler, direction: Direction, key_words
     [start, start + samples) of a stream of ``stream_samples`` samples (default start + samples)."""
     import jax
 
-    n_block = block_size(_width(sampler), start + samples if stream_samples is None else stream_samples)
+    n_block = block_size(width(sampler), start + samples if stream_samples is None else stream_samples)
     fn = _value_fn(sampler.pair, sampler.method, sampler.eps0, direction.value, n_block,
                    tuple(float(e) for e in epsilons))
     with jax.enable_x64(True):
