@@ -57,7 +57,7 @@ from functools import cached_property, lru_cache
 import numpy as np
 
 from epscert.allocation.cells import CellLaw, evaluation_rel_error, hockey_add, hockey_remove, rel_product
-from epscert.allocation.epoch import EXCESS_ROUNDING
+from epscert.allocation.epoch import EXCESS_ROUNDING, ChainLaw
 from epscert.allocation.grid import GridShape
 from epscert.allocation.prefix import run_laws
 from epscert.allocation.tails import cap_terms, log_cap
@@ -172,7 +172,8 @@ class AllocationBracket:
         self.steps_done = total if steps_done is None else _check_int("steps_done", steps_done, 1, total)
         self.full_epochs, self.prefix_steps = divmod(self.steps_done, self.steps)
         self._log_c = log_cap(self.sigma, self.steps, self.epochs, self._cap_budget)
-        self._cap = cap_terms(self.sigma, self.steps, self.full_epochs, self._log_c, self.prefix_steps)
+        #: additive upper-bound terms for W over the cap, per direction (:mod:`epscert.allocation.tails`)
+        self.caps = cap_terms(self.sigma, self.steps, self.full_epochs, self._log_c, self.prefix_steps)
 
     def __repr__(self) -> str:
         done = "" if self.steps_done == self.steps * self.epochs else f", steps_done={self.steps_done}"
@@ -191,10 +192,16 @@ class AllocationBracket:
         }
 
     # ---- the laws (computed once, lazily) -------------------------------------------------
-    def _chain(self, chain: str) -> _Final:
+    def law(self, chain: str) -> ChainLaw:
+        """The final law of ``chain`` ("lower" or "upper") with its allowances: Π_e S_e (and the
+        prefix factor, mid-epoch) from the run's shared laws. Subclasses with another likelihood
+        ratio override it and ``caps`` (:mod:`epscert.allocation.persistent`)."""
         laws = run_laws(self.sigma, self.steps, self.epochs, self._cells, self._base_cells, self._tau,
                         self._cap_budget, self._shape)
-        many = laws.chain(chain).law(self.full_epochs, self.prefix_steps)
+        return laws.chain(chain).law(self.full_epochs, self.prefix_steps)
+
+    def _chain(self, chain: str) -> _Final:
+        many = self.law(chain)
         return _Final(many.law, many.mass_rel_error, many.value_rel_error, many.max_count, many.excess_moment)
 
     @cached_property
@@ -208,7 +215,7 @@ class AllocationBracket:
     @property
     def resolution(self) -> float:
         """Additive allowance (the cap terms) below which δ values are not meaningful."""
-        return max(self._cap.values())
+        return max(self.caps.values())
 
     @property
     def diagnostics(self) -> dict:
@@ -218,8 +225,8 @@ class AllocationBracket:
             "lower_mass_rel_error": self._lower.mass_rel_error,
             "upper_value_rel_error": self._upper.value_rel_error,
             "lower_value_rel_error": self._lower.value_rel_error,
-            "cap_remove": self._cap["remove"],
-            "cap_add": self._cap["add"],
+            "cap_remove": self.caps["remove"],
+            "cap_add": self.caps["add"],
             "upper_excess_moment": self._upper.excess_moment,
             "upper_atoms": len(self._upper.law),
             "lower_atoms": len(self._lower.law),
@@ -234,7 +241,7 @@ class AllocationBracket:
         rel = rel_product(final.mass_rel_error, final.value_rel_error, evaluation_rel_error(final.law))
         if side == "upper":
             key = "remove" if part is Direction.REMOVE else "add"
-            val = (1.0 + rel) * raw + self._cap[key]
+            val = (1.0 + rel) * raw + self.caps[key]
             if part is Direction.REMOVE:  # the moment over the top cap (slope 1; ADD: slope 0)
                 val = val + final.excess_moment * (1.0 + EXCESS_ROUNDING)
             return np.clip(np.maximum(val, self.resolution), 0.0, 1.0)

@@ -6,17 +6,19 @@ steps (0 <= r < T) the models released so far are the outputs of those n steps, 
 - n = 0: nothing is released; ε = 0 and δ = 0 exactly.
 - r = 0: the certificate of E' whole epochs, :func:`epscert.inverse.best.best_certificate` of the
   same configuration with ``epochs=E'`` (what ``Accountant(epochs=E')`` answers).
-- 0 < r < T, Balls-and-Bins with fresh bins each epoch (or a persistent assignment still in its
-  first cycle, E' = 0, where no bin has been reused yet), untruncated, inside the bracket's range:
+- 0 < r < T, Balls-and-Bins with fresh bins each epoch, untruncated, inside the bracket's range:
   the prefix bracket's upper side (:mod:`epscert.allocation.prefix`: the likelihood ratio
   Π_{e<=E'} S_e · (1 − r/T + (1/T) Σ_{t<=r} W_t)), computed on the laws of the E' + 1 epoch run
-  that contains the prefix, so the answer depends on (σ, T, n) alone. The answer is the smaller
-  of it and the whole-epoch certificate of E' + 1 epochs (both are upper bounds: the first n steps
-  are a post-processing of the E' + 1 epochs' releases), so it never exceeds the latter.
-- 0 < r < T otherwise (Poisson, shuffling, deterministic batches, a persistent assignment after its
-  first cycle, truncated batches, outside the bracket's range): the certificate of E' + 1 whole
-  epochs, by the same post-processing argument (for deterministic batches it is also the exact
-  worst case: the records of the first batch have taken part E' + 1 times).
+  that contains the prefix, so the answer depends on (σ, T, n) alone. A persistent assignment
+  (one bin per record for all cycles): the same prefix bracket in its first cycle (no bin reused
+  yet), then :mod:`epscert.allocation.persistent` (the bins of the first r steps at σ/√(E' + 1),
+  the others at σ/√E'). The answer is the smaller of it and the whole-epoch certificate of E' + 1
+  epochs (both are upper bounds: the first n steps are a post-processing of the E' + 1 epochs'
+  releases), so it never exceeds the latter.
+- 0 < r < T otherwise (Poisson, shuffling, deterministic batches, truncated batches, outside the
+  bracket's range): the certificate of E' + 1 whole epochs, by the same post-processing argument
+  (for deterministic batches it is also the exact worst case: the records of the first batch have
+  taken part E' + 1 times).
 
 ε(δ) of the prefix bracket is the bisection of :func:`epscert.inverse.search.epsilon_for_delta` on
 its (monotone, outward) upper curve per direction, the maximum over the directions asked for, as
@@ -31,6 +33,7 @@ import time
 from typing import Callable
 
 from epscert.allocation import bracket_for
+from epscert.allocation.persistent import persistent_bracket_for
 from epscert.inverse.best import Certificate, best_certificate
 from epscert.inverse.epsilon_at_delta import check_deltas
 from epscert.inverse.search import epsilon_for_delta
@@ -62,11 +65,13 @@ def prefix_bracket(config: CertifyConfig, steps_done: int):
     full, r = divmod(steps_done, config.steps)
     if r == 0 or config.truncated or config.sampler.base is not Sampler.BALLS_AND_BINS:
         return None
-    if config.sampler.is_persistent and full > 0:
-        return None  # a reused assignment: the two-law mean is not built; E' + 1 cycles instead
     epochs = full + 1
-    if not (config.sigma >= BRACKET_MIN_SIGMA and config.steps <= BRACKET_MAX_STEPS and epochs <= BRACKET_MAX_EPOCHS):
+    persistent = config.sampler.is_persistent and full > 0
+    smallest = config.sigma / math.sqrt(epochs) if persistent else config.sigma  # σ_a of a reused assignment
+    if not (smallest >= BRACKET_MIN_SIGMA and config.steps <= BRACKET_MAX_STEPS and epochs <= BRACKET_MAX_EPOCHS):
         return None
+    if persistent:  # the bins of the first r steps seen E' + 1 times, the others E' times
+        return persistent_bracket_for(config.sigma, config.steps, full, r)
     return bracket_for(config.sigma, config.steps, epochs, steps_done)
 
 

@@ -163,3 +163,42 @@ def test_cap_terms_of_a_prefix_never_exceed_a_whole_epoch():
 def test_steps_done_is_checked_before_any_work(bad):
     with pytest.raises(ValueError, match="steps_done"):
         AllocationBracket(1.0, 12, 3, steps_done=bad)
+
+
+# ---- persistent assignments (one bin per record for all cycles) -------------------------------------
+
+
+@pytest.mark.parametrize("sigma,cycles,eps", [(1.0, 1, 0.5), (1.5, 2, 1.0), (0.9, 1, 1.5)])
+def test_persistent_t2_contains_the_two_noise_quadrature(sigma, cycles, eps):
+    from epscert.allocation.persistent import PersistentPrefixBracket
+    from tests.reference.prefix_gh import persistent_delta_t2
+
+    b = PersistentPrefixBracket(sigma, 2, cycles, 1)
+    for d in DIRECTIONS:
+        ref, err = persistent_delta_t2(sigma, cycles, eps, d)
+        up, lo = b.delta([eps], d)
+        assert lo[0] <= ref + err and ref - err <= up[0], (d, lo[0], ref, err, up[0])
+        assert up[0] / lo[0] - 1 < 1e-2
+
+
+@pytest.mark.parametrize("sigma,steps,cycles,r,eps", [(1.0, 10, 1, 4, 0.5), (2.0, 32, 3, 20, 0.3)])
+def test_persistent_monte_carlo_mean_inside_and_between_whole_cycles(sigma, steps, cycles, r, eps):
+    """4 standard errors: false-failure probability about 6e-5 per comparison (normal approximation)."""
+    from epscert.allocation.persistent import PersistentPrefixBracket
+
+    b = PersistentPrefixBracket(sigma, steps, cycles, r)
+    rng = np.random.default_rng(11)
+    n = 200_000
+    sa, sb = sigma / math.sqrt(cycles + 1), sigma / math.sqrt(cycles)
+    w = np.concatenate([np.exp(rng.standard_normal((n, r)) / sa - 0.5 / sa**2),
+                        np.exp(rng.standard_normal((n, steps - r)) / sb - 0.5 / sb**2)], axis=1)
+    ratio = w.mean(axis=1)
+    k = math.exp(eps)
+    # whole cycles: E' cycles are one epoch at σ/√E', E' + 1 cycles one at σ/√(E' + 1)
+    before, after = AllocationBracket(sb, steps, 1), AllocationBracket(sa, steps, 1)
+    for d in DIRECTIONS:
+        y = np.maximum(ratio - k, 0.0) if d == "remove" else np.maximum(1.0 - k * ratio, 0.0)
+        mean, se = y.mean(), y.std(ddof=1) / math.sqrt(n)
+        up, lo = b.delta([eps], d)
+        assert lo[0] - 4 * se <= mean <= up[0] + 4 * se, (d, lo[0], mean, se, up[0])
+        assert before.delta([eps], d)[1][0] <= up[0] and lo[0] <= after.delta([eps], d)[0][0]

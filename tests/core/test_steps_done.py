@@ -66,13 +66,15 @@ def test_other_samplers_mid_epoch_take_the_epoch_in_progress(sampler):
     assert any("post-processing" in note for note in acc.last_certificate.notes)
 
 
-def test_persistent_first_cycle_uses_the_prefix_then_whole_cycles():
+def test_persistent_runs_mid_cycle_lie_between_the_whole_cycles():
     acc = epscert.Accountant(noise_multiplier=SIGMA, steps=T, epochs=3, sampler="balls_and_bins_persistent")
     first = acc.get_epsilon(DELTA, steps_done=T // 2)
     assert acc.last_certificate.bound == "allocation_prefix_bracket_upper"
     assert first < whole(1, "balls_and_bins_persistent") == whole(1)  # one cycle: nothing reused yet
-    second = acc.get_epsilon(DELTA, steps_done=T + 3)
-    assert second == whole(2, "balls_and_bins_persistent")  # a reused assignment: 2 whole cycles
+    cycles = {k: whole(k, "balls_and_bins_persistent") for k in (1, 2)}
+    mid = [acc.get_epsilon(DELTA, steps_done=T + r) for r in (1, 3, T // 2, T - 1)]
+    assert acc.last_certificate.bound == "allocation_prefix_bracket_upper"  # the bins seen twice or once
+    assert cycles[1] < mid[0] and mid == sorted(mid) and mid[-1] <= cycles[2]
 
 
 def test_a_named_method_keeps_its_method_mid_epoch():

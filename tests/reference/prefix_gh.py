@@ -126,3 +126,22 @@ def prefix_delta(sigma: float, steps: int, full_epochs: int, prefix_steps: int, 
     fine = _delta(sigma, steps, full_epochs, prefix_steps, epsilon, direction, fine_nodes)
     coarse = _delta(sigma, steps, full_epochs, prefix_steps, epsilon, direction, coarse_nodes)
     return fine, abs(fine - coarse) + 1e-14
+
+
+def persistent_delta_t2(sigma: float, cycles: int, epsilon: float, direction: str) -> tuple[float, float]:
+    """(δ, error estimate) of persistent Balls-and-Bins with T = 2 after ``cycles`` >= 1 whole cycles and
+    one more step: S = (W_a + W_b)/2 with W_a at σ/√(cycles + 1) (the bin seen once more) and W_b at
+    σ/√cycles. δ_remove = E_{W_a}[call_b(2K − W_a)]/2 and δ_add = K E_{W_a}[put_b(2/K − W_a)]/2, the
+    outer integral split at its kink as in :func:`_split_expect`."""
+    if direction not in ("remove", "add"):
+        raise ValueError(f"direction must be 'remove' or 'add', got {direction!r}")
+    sa, sb = sigma / math.sqrt(cycles + 1), sigma / math.sqrt(cycles)
+    kk = math.exp(epsilon)
+
+    def value(nodes: int) -> float:
+        if direction == "remove":
+            return 0.5 * float(_split_expect(np.array([[2.0 * kk]]), sa, lambda y: _call(y, sb), nodes)[0])
+        return 0.5 * kk * float(_split_expect(np.array([[2.0 / kk]]), sa, lambda y: _put(y, sb), nodes)[0])
+
+    fine, coarse = value(160), value(120)
+    return fine, abs(fine - coarse) + 1e-14
