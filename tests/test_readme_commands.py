@@ -33,7 +33,7 @@ SLOW = ("epscert compare --sigma 0.35 --steps 1000 --epsilons 1,2,4,8 --deltas 1
         "python -m benchmarks.method_table", "python -m benchmarks.calibration",
         "python -m benchmarks.fft_vs_dp_accounting", "python -m benchmarks.run", "python -m benchmarks.parallel",
         "python -m benchmarks.allocation",
-        "python -m benchmarks.conditional", "python -m benchmarks.conditional_epochs")
+        "python -m benchmarks.conditional", "python -m benchmarks.conditional_epochs", "python -m benchmarks.midepoch")
 #: Not run here: installs and the test suite itself (tests/test_readme.py ties them to CI), the main
 #: certify command (tests/test_readme.py runs it at a test-sized budget), templates with placeholders.
 ELSEWHERE = ("pip ", "python -m pytest")
