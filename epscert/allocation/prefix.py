@@ -64,8 +64,8 @@ from epscert.allocation.epoch import ChainLaw, doubling_blocks, mean_combine, me
 from epscert.allocation.grid import GridShape
 from epscert.allocation.tails import base_laws, log_cap
 
-#: Prefix means and prefix factors kept per chain (about 32 KB each at 2000 cells).
-PREFIX_CACHE = 256
+#: Prefix means and prefix factors kept per chain (about 32 KB each at 2000 cells: <= 8 MB per chain).
+PREFIX_CACHE = 128
 #: Share of the main cells in the centre bump of the prefix factor's grid (tightness only): with
 #: r << T the factor 1 − r/T + (r/T)·M_r is a narrow bulk near 1 inside a range set by the far
 #: tail of W/T (e.g. σ = 1, T = 1000, r = 1: δ(0) was 0.4% wide without it, 7e-6 with it).

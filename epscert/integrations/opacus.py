@@ -150,6 +150,7 @@ def accountant_class() -> type:
                 raise
             # batches trained so far: k per step recorded (a fresh run: where the sampler stands)
             batch_sampler.released = steps * self._merged()[0] if steps else batch_sampler.resume_position()
+            self._answers.clear()
 
         def get_optimizer_hook_fn(self, sample_rate: float):
             """The step hook Opacus attaches in ``make_private`` (``sample_rate`` = 1/len(loader))."""

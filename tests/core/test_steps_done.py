@@ -31,7 +31,7 @@ def test_whole_epochs_are_the_whole_epoch_accountants_answer():
 def test_mid_epoch_lies_between_the_whole_epochs_and_above_the_brackets_lower_side():
     acc = epscert.Accountant(noise_multiplier=SIGMA, steps=T, epochs=3)
     values = {}
-    for n in (1, 7, 10, 19, 21, 30, 39, 45):
+    for n in (1, 10, 19, 21, 30, 39):
         values[n] = acc.get_epsilon(DELTA, steps_done=n)
         cert = acc.last_certificate
         assert cert.bound == "allocation_prefix_bracket_upper" and cert.steps_done == n

@@ -302,3 +302,21 @@ def test_partial_epoch_reports_the_prefix_between_the_whole_epochs():
         mixed = eo.accountant_class()()
         mixed.history = [(1.0, 1 / 8, 3), (1.0, 1 / 4, 2)]
         mixed.get_epsilon(delta)
+
+
+@pytest.mark.slow  # Opacus bisects σ to 0.01 in ε, one bracket per σ tried (~1 min)
+def test_opacus_make_private_with_epsilon_by_name_calibrates_on_epscert():
+    """Opacus's own calibration sets ``.history`` and asks ``get_epsilon``: by name it runs on epscert."""
+    eo.register()
+    bs = epscert.BatchSampler(sampler="balls_and_bins", dataset_size=64, batch_size=8, epochs=2, seed=0)
+    ds, model = tiny_problem()
+    engine = opacus.PrivacyEngine(accountant="epscert")
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    model, opt, loader = engine.make_private_with_epsilon(
+        module=model, optimizer=opt, data_loader=data_loader(ds, bs), target_epsilon=4.0, target_delta=1e-5,
+        epochs=2, max_grad_norm=1.0, poisson_sampling=False)
+    sigma = opt.noise_multiplier
+    assert train(model, opt, loader, steps=16, epochs=2) == 16
+    eps = engine.get_epsilon(1e-5)
+    assert eps == epscert.Accountant(noise_multiplier=sigma, steps=8, epochs=2).get_epsilon(1e-5)
+    assert 3.9 <= eps <= 4.0
