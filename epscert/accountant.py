@@ -4,6 +4,7 @@
     acc = epscert.Accountant(noise_multiplier=1.0, dataset_size=60000, batch_size=256, epochs=10)
     acc.get_delta(8.0)      # certified upper bound on δ(8)
     acc.get_epsilon(1e-5)   # certified upper bound on ε(1e-5)
+    acc.get_epsilon(1e-5, steps_done=1500)   # after the first 1500 of the 2000 steps (mid-epoch)
     acc.epsilon_interval(1e-5)  # (certified lower, estimate, certified upper) on ε(1e-5)
     epscert.Accountant.calibrate(target_epsilon=8, target_delta=1e-5, steps=1000)
 
@@ -32,12 +33,13 @@ from epscert.results.tables import certify_config
 from epscert.inverse.calibrate import Calibration, calibrate_sigma, check_certifiable
 from epscert.inverse.epsilon_at_delta import mc_epsilon_rows, analytic_epsilon_rows, check_deltas
 from epscert.inverse.best import Certificate, Interval, best_certificate, lower_and_estimate
+from epscert.inverse.prefix import certificate_after
 from epscert.mechanism import mechanism_settings
 from epscert.params import (DEFAULT_ERROR_PROB, DEFAULT_SAMPLES, MAX_EPSILON, CertifyConfig, Method, check_float,
-                            steps_per_epoch)
+                            check_int, steps_per_epoch)
 from epscert.progress import Callback
 from epscert.schema import to_table
-from epscert.strategies import Strategy
+from epscert.strategies import Strategy, toeplitz_strategy
 
 #: Analytic methods whose value is an upper bound usable as a certificate for both questions,
 #: δ(ε) and ε(δ) (rdp_upper has no ε(δ) here: pld_upper answers both, and tighter).
@@ -108,42 +110,112 @@ class Accountant:
         self.progress = progress
         self.last_table: pa.Table | None = None
         self.last_certificate: Certificate | None = None
+        self._certificates: dict[tuple, Certificate] = {}
+        # the prefix bracket answers mid-epoch questions for method auto and pld_upper
+        self._prefix = self.auto or self.method is Method.PLD_UPPER
 
-    def _best(self, **target: float) -> float:
-        cert = best_certificate(self.config, progress=self.progress, **target)
+    def get_delta(self, epsilon: float, steps_done: int | None = None) -> float:
+        """Certified upper bound on δ(ε) (both directions, truncation penalty included).
+
+        ``steps_done``: the bound for the first ``steps_done`` steps of the run (default: all
+        T·E; mid-epoch values from the prefix bracket, :mod:`epscert.inverse.prefix`).
+        """
+        return self._answer(self._after(steps_done, epsilon=epsilon))
+
+    def get_epsilon(self, delta: float, steps_done: int | None = None) -> float:
+        """Certified upper bound on ε(δ); inf, with a :class:`NotCertifiedWarning` saying why, if none.
+
+        ``steps_done``: the bound for the first ``steps_done`` steps of the run (default: all
+        T·E). A training loop asks after every logging interval; mid-epoch answers come from the
+        prefix bracket (:mod:`epscert.inverse.prefix`, Balls-and-Bins) and never exceed the
+        answer for the epoch in progress completed.
+        """
+        check_deltas([delta])
+        return self._answer(self._after(steps_done, delta=delta))
+
+    def _after(self, steps_done: int | None, **ask) -> Certificate:
+        """The certificate after ``steps_done`` steps (DP-SGD: :func:`~epscert.inverse.prefix.certificate_after`;
+        a matrix mechanism: :meth:`_matrix_after`)."""
+        if self.config.strategy is not None and steps_done is not None:
+            return self._matrix_after(steps_done, **ask)
+        return certificate_after(self.config, steps_done, whole=self._whole, prefix=self._prefix,
+                                 progress=self.progress, **ask)
+
+    def _matrix_after(self, steps_done: int, **ask) -> Certificate:
+        """A matrix mechanism after its first k iterations.
+
+        With C lower-triangular, the first k outputs are y_{1..k} = C[:k, :k] x_{1..k} + σ z_{1..k}, a
+        post-processing of the whole output: the whole run's certificate holds for them. A Toeplitz C
+        truncated to k rows is the Toeplitz strategy of the same c_col over k iterations, so when b <= k
+        the truncated mechanism (its own pair, ceil(k/b) cycles) is certified instead, which is tighter.
+        A dense C, or k < b, takes the whole run's certificate, with a note.
+        """
+        strategy = self.config.strategy
+        k = check_int("steps_done", steps_done, 0)
+        if k > strategy.iterations:
+            raise ValueError(f"steps_done must be <= the strategy's iterations={strategy.iterations}, got "
+                             f"steps_done={k}")
+        if k == 0:
+            return certificate_after(self.config, 0, **ask)
+        if k == strategy.iterations:
+            return dataclasses.replace(self._whole(self.config, progress=self.progress, **ask), steps_done=k)
+        if strategy.kind == "toeplitz" and self.config.steps <= k:
+            cut = toeplitz_strategy(strategy.c_col, k)
+            config = dataclasses.replace(self.config, strategy=cut, epochs=-(-k // self.config.steps))
+            return dataclasses.replace(self._whole(config, progress=self.progress, **ask), steps_done=k)
+        cert = self._whole(self.config, progress=self.progress, **ask)
+        note = (f"after {k} of {strategy.iterations} iterations: the whole run's certificate holds (the first k "
+                f"outputs are a post-processing of all of them)")
+        return dataclasses.replace(cert, steps_done=k, notes=cert.notes + (note,))
+
+    def _answer(self, cert: Certificate) -> float:
         self.last_certificate = cert
         self.last_table = to_table(list(cert.rows))
         if not cert.finite:
-            warnings.warn(cert.summary(), NotCertifiedWarning, stacklevel=3)
+            if self.auto:
+                message = cert.summary()
+            else:
+                message = (f"method={self.method.value!r} certifies no finite ε at delta={cert.target:g}; "
+                           "method='auto' tries every certified method")
+            warnings.warn(message, NotCertifiedWarning, stacklevel=3)
         return cert.value
 
-    def get_delta(self, epsilon: float) -> float:
-        """Certified upper bound on δ(ε) (both directions, truncation penalty included)."""
-        if self.auto:
-            return self._best(epsilon=epsilon)
-        cfg = dataclasses.replace(self.config, epsilons=(epsilon,))
-        self.last_table = certify_config(cfg)
-        rows = [r for r in self.last_table.to_pylist() if r["direction"] == cfg.direction.value
-                or r["direction"] == "both"]
-        return max(r["delta_upper"] for r in rows)
+    def _whole(self, config: CertifyConfig, *, delta: float | None = None, epsilon: float | None = None,
+               progress: Callback | None = None) -> Certificate:
+        """The certificate of ``config.epochs`` whole epochs, computed once per (epochs, target).
 
-    def get_epsilon(self, delta: float) -> float:
-        """Certified upper bound on ε(δ); inf, with a :class:`NotCertifiedWarning` saying why, if none."""
-        check_deltas([delta])
-        if self.auto:
-            return self._best(delta=delta)
-        if self.method.is_monte_carlo:
-            rows = mc_epsilon_rows(self.config, self.method, [delta], progress=self.progress)
+        The answer does not depend on the call's history: Monte Carlo runs use the fixed seed.
+        """
+        key = (config.epochs, config.strategy, delta, epsilon)  # a truncated strategy has its own
+        if key not in self._certificates:
+            if self.auto:
+                cert = best_certificate(config, delta=delta, epsilon=epsilon, progress=progress)
+            else:
+                cert = self._method_certificate(config, delta, epsilon, progress)
+            self._certificates[key] = cert
+        return self._certificates[key]
+
+    def _method_certificate(self, config: CertifyConfig, delta: float | None, epsilon: float | None,
+                            progress: Callback | None) -> Certificate:
+        """The certificate of the one method asked for (``method`` other than ``auto``)."""
+        method = self.method
+        if delta is not None:
+            if method.is_monte_carlo:
+                rows = mc_epsilon_rows(config, method, [delta], progress=progress)
+            else:
+                rows = analytic_epsilon_rows(config, method, [delta])
+            value = rows[0]["epsilon_upper"]
+            value = math.inf if value is None or not math.isfinite(value) else value
+            quantity, target, pick = "epsilon", delta, rows[0]
         else:
-            rows = analytic_epsilon_rows(self.config, self.method, [delta])
-        self.last_table = to_table(rows)
-        value = rows[0]["epsilon_upper"]
-        if value is None or not math.isfinite(value):
-            note = rows[0]["method"]
-            warnings.warn(f"method={note!r} certifies no finite ε at delta={delta:g}; "
-                          "method='auto' tries every certified method", NotCertifiedWarning, stacklevel=2)
-            return math.inf
-        return value
+            cfg = dataclasses.replace(config, epsilons=(epsilon,))
+            rows = certify_config(cfg).to_pylist()
+            mine = [r for r in rows if r["direction"] == cfg.direction.value or r["direction"] == "both"]
+            pick = max(mine, key=lambda r: r["delta_upper"])
+            quantity, target, value = "delta", epsilon, pick["delta_upper"]
+        beta = pick["error_prob"] if method.is_monte_carlo else None
+        return Certificate(quantity, target, config.sampler.value, value, method.value, pick["bound"],
+                           pick["guarantee"], beta, (), tuple(rows))
 
     def epsilon_interval(self, delta: float) -> Interval:
         """(certified lower bound, estimate, certified upper bound) on ε(δ).

@@ -33,7 +33,7 @@ SLOW = ("epscert compare --sigma 0.35 --steps 1000 --epsilons 1,2,4,8 --deltas 1
         "python -m benchmarks.method_table", "python -m benchmarks.calibration",
         "python -m benchmarks.fft_vs_dp_accounting", "python -m benchmarks.run", "python -m benchmarks.parallel",
         "python -m benchmarks.allocation",
-        "python -m benchmarks.conditional", "python -m benchmarks.conditional_epochs")
+        "python -m benchmarks.conditional", "python -m benchmarks.conditional_epochs", "python -m benchmarks.midepoch")
 #: The BandMF section's commands (issue 23), run only with -m slow (tens of CPU seconds).
 MATRIX = ("epscert epsilon --c-col 1,0.5,0.375,0.3125 --iterations 200 --cycle-length 10 --noise-multiplier 3 "
           "--delta 1e-6 --samples 10000",

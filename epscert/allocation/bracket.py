@@ -5,6 +5,11 @@ W = exp(Z/σ − 1/(2σ²)) under Q, E_Q[W] = 1, S_e = dP/dQ for one epoch):
 
     δ_remove(ε) = E_Q[(Π_e S_e − e^ε)_+],      δ_add(ε) = E_Q[(1 − e^ε Π_e S_e)_+].
 
+Mid-epoch (``steps_done`` = E'·T + r steps of the run, 0 < r < T): the product of the E' whole
+epochs' factors and the prefix factor S'_r = 1 − r/T + (1/T) Σ_{t<=r} W_t, derived in
+:mod:`epscert.allocation.prefix`; everything below holds for it unchanged (the cap terms are the
+prefix's, :func:`~epscert.allocation.tails.cap_terms`).
+
 Construction (one computation per chain serves both directions):
 
 1. *cap* (:mod:`~epscert.allocation.tails`): W restricted to [0, c]; the dropped part adds at most
@@ -52,10 +57,10 @@ from functools import cached_property, lru_cache
 import numpy as np
 
 from epscert.allocation.cells import CellLaw, evaluation_rel_error, hockey_add, hockey_remove, rel_product
-from epscert.allocation.compose import product_of_epochs
-from epscert.allocation.epoch import EXCESS_ROUNDING, ChainLaw, mean_of_steps
+from epscert.allocation.epoch import EXCESS_ROUNDING, ChainLaw
 from epscert.allocation.grid import GridShape
-from epscert.allocation.tails import base_laws, cap_terms, log_cap
+from epscert.allocation.prefix import run_laws
+from epscert.allocation.tails import cap_terms, log_cap
 from epscert.params import BRACKET_MAX_EPOCHS as MAX_EPOCHS
 from epscert.params import BRACKET_MAX_STEPS as MAX_STEPS
 from epscert.params import BRACKET_MIN_SIGMA as MIN_SIGMA
@@ -133,11 +138,16 @@ class AllocationBracket:
     cap_budget : (keyword) bound on the cap terms, default 1e-14 (enters the upper bounds).
     shape : (keyword) :class:`~epscert.allocation.grid.GridShape` of the main cells, default
         :func:`default_shape` (σ-dependent; tightness only).
+    steps_done : (keyword) the bracket for the first ``steps_done`` steps of the run, in
+        [1, T·E] (default T·E, the whole run); mid-epoch values use the prefix factor
+        (:mod:`epscert.allocation.prefix`). The laws are shared by every bracket of the same run
+        and settings (:func:`~epscert.allocation.prefix.run_laws`).
     """
 
     def __init__(self, sigma: float, steps: int, epochs: int = 1, *, cells: int | None = None,
                  base_cells: int | None = None, tau: float = DEFAULT_TAU,
-                 cap_budget: float = DEFAULT_CAP_BUDGET, shape: GridShape | None = None):
+                 cap_budget: float = DEFAULT_CAP_BUDGET, shape: GridShape | None = None,
+                 steps_done: int | None = None):
         if isinstance(sigma, bool) or not isinstance(sigma, (int, float, np.floating, np.integer)):
             raise ValueError(f"sigma must be a number >= {MIN_SIGMA}, got sigma={sigma!r}")
         sigma = float(sigma)
@@ -158,11 +168,16 @@ class AllocationBracket:
             raise ValueError(f"shape must be a GridShape or None, got shape={shape!r}")
         self._shape = default_shape(sigma) if shape is None else shape
         self._cap_budget = float(cap_budget)
+        total = self.steps * self.epochs
+        self.steps_done = total if steps_done is None else _check_int("steps_done", steps_done, 1, total)
+        self.full_epochs, self.prefix_steps = divmod(self.steps_done, self.steps)
         self._log_c = log_cap(self.sigma, self.steps, self.epochs, self._cap_budget)
-        self._cap = cap_terms(self.sigma, self.steps, self.epochs, self._log_c)
+        #: additive upper-bound terms for W over the cap, per direction (:mod:`epscert.allocation.tails`)
+        self.caps = cap_terms(self.sigma, self.steps, self.full_epochs, self._log_c, self.prefix_steps)
 
     def __repr__(self) -> str:
-        return f"AllocationBracket(sigma={self.sigma}, steps={self.steps}, epochs={self.epochs})"
+        done = "" if self.steps_done == self.steps * self.epochs else f", steps_done={self.steps_done}"
+        return f"AllocationBracket(sigma={self.sigma}, steps={self.steps}, epochs={self.epochs}{done})"
 
     @property
     def settings(self) -> dict:
@@ -177,11 +192,16 @@ class AllocationBracket:
         }
 
     # ---- the laws (computed once, lazily) -------------------------------------------------
+    def law(self, chain: str) -> ChainLaw:
+        """The final law of ``chain`` ("lower" or "upper") with its allowances: Π_e S_e (and the
+        prefix factor, mid-epoch) from the run's shared laws. Subclasses with another likelihood
+        ratio override it and ``caps`` (:mod:`epscert.allocation.persistent`)."""
+        laws = run_laws(self.sigma, self.steps, self.epochs, self._cells, self._base_cells, self._tau,
+                        self._cap_budget, self._shape)
+        return laws.chain(chain).law(self.full_epochs, self.prefix_steps)
+
     def _chain(self, chain: str) -> _Final:
-        lower, upper, rel_mass, value_rel = base_laws(self.sigma, self._log_c, self._base_cells, self._tau)
-        base = ChainLaw(lower, rel_mass, value_rel) if chain == "lower" else ChainLaw(upper, rel_mass, 0.0)
-        one = mean_of_steps(base, self.steps, chain, cells=self._cells, tau=self._tau, shape=self._shape)
-        many = product_of_epochs(one, self.epochs, chain, cells=self._cells, tau=self._tau, shape=self._shape)
+        many = self.law(chain)
         return _Final(many.law, many.mass_rel_error, many.value_rel_error, many.max_count, many.excess_moment)
 
     @cached_property
@@ -195,7 +215,7 @@ class AllocationBracket:
     @property
     def resolution(self) -> float:
         """Additive allowance (the cap terms) below which δ values are not meaningful."""
-        return max(self._cap.values())
+        return max(self.caps.values())
 
     @property
     def diagnostics(self) -> dict:
@@ -205,8 +225,8 @@ class AllocationBracket:
             "lower_mass_rel_error": self._lower.mass_rel_error,
             "upper_value_rel_error": self._upper.value_rel_error,
             "lower_value_rel_error": self._lower.value_rel_error,
-            "cap_remove": self._cap["remove"],
-            "cap_add": self._cap["add"],
+            "cap_remove": self.caps["remove"],
+            "cap_add": self.caps["add"],
             "upper_excess_moment": self._upper.excess_moment,
             "upper_atoms": len(self._upper.law),
             "lower_atoms": len(self._lower.law),
@@ -221,7 +241,7 @@ class AllocationBracket:
         rel = rel_product(final.mass_rel_error, final.value_rel_error, evaluation_rel_error(final.law))
         if side == "upper":
             key = "remove" if part is Direction.REMOVE else "add"
-            val = (1.0 + rel) * raw + self._cap[key]
+            val = (1.0 + rel) * raw + self.caps[key]
             if part is Direction.REMOVE:  # the moment over the top cap (slope 1; ADD: slope 0)
                 val = val + final.excess_moment * (1.0 + EXCESS_ROUNDING)
             return np.clip(np.maximum(val, self.resolution), 0.0, 1.0)
@@ -238,6 +258,18 @@ class AllocationBracket:
 
     def delta(self, epsilons, direction="both") -> tuple[np.ndarray, np.ndarray]:
         """(upper, lower) bounds on δ(ε) at each ε (any finite reals <= 700), same shape as input."""
+        return self.upper(epsilons, direction), self.lower(epsilons, direction)
+
+    def upper(self, epsilons, direction="both") -> np.ndarray:
+        """The upper bounds of :meth:`delta` alone (only the upper chain is computed)."""
+        return self._monotone(epsilons, direction, "upper")
+
+    def lower(self, epsilons, direction="both") -> np.ndarray:
+        """The lower bounds of :meth:`delta` alone (only the lower chain is computed)."""
+        return self._monotone(epsilons, direction, "lower")
+
+    def _monotone(self, epsilons, direction, side: str) -> np.ndarray:
+        """One side at each ε, with the running minimum (upper) or maximum from the right (lower)."""
         direction = _as_direction(direction)
         eps = np.asarray(epsilons, dtype=np.float64)
         shape = eps.shape
@@ -246,13 +278,13 @@ class AllocationBracket:
             raise ValueError(f"epsilons must be finite and <= {MAX_EPSILON}, got epsilons={epsilons!r}")
         order = np.argsort(flat, kind="stable")
         srt = flat[order]
-        up = np.minimum.accumulate(self._bound(srt, direction, "upper"))
-        lo = np.maximum.accumulate(self._bound(srt, direction, "lower")[::-1])[::-1]
-        upper = np.empty_like(flat)
-        lower = np.empty_like(flat)
-        upper[order] = up
-        lower[order] = lo
-        return upper.reshape(shape), lower.reshape(shape)
+        if side == "upper":
+            val = np.minimum.accumulate(self._bound(srt, direction, "upper"))
+        else:
+            val = np.maximum.accumulate(self._bound(srt, direction, "lower")[::-1])[::-1]
+        out = np.empty_like(flat)
+        out[order] = val
+        return out.reshape(shape)
 
     def epsilon(self, delta: float, direction="both") -> tuple[float, float]:
         """(eps_upper, eps_lower): certified bounds on ε(δ) = min{ε >= 0 : δ(ε) <= delta}."""
@@ -317,6 +349,7 @@ def default_shape(sigma: float) -> GridShape:
 
 
 @lru_cache(maxsize=32)
-def bracket_for(sigma: float, steps: int, epochs: int) -> AllocationBracket:
-    """The bracket at the default accuracy settings, built once per (σ, T, E) in a process."""
-    return AllocationBracket(float(sigma), int(steps), int(epochs))
+def bracket_for(sigma: float, steps: int, epochs: int, steps_done: int | None = None) -> AllocationBracket:
+    """The bracket at the default accuracy settings, built once per (σ, T, E, steps_done) in a process."""
+    return AllocationBracket(float(sigma), int(steps), int(epochs),
+                             steps_done=None if steps_done is None else int(steps_done))

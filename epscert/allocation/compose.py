@@ -15,12 +15,15 @@ excess moment over the top cap composes by :func:`epscert.allocation.epoch.propa
 
 from __future__ import annotations
 
+from typing import Callable
+
 from epscert.allocation.cells import combine, rel_product
 from epscert.allocation.epoch import ChainLaw, propagate_excess
 from epscert.allocation.grid import GridShape
 
 
-def _product(x: ChainLaw, y: ChainLaw, chain: str, cells: int, tau: float, shape: GridShape) -> ChainLaw:
+def product_combine(x: ChainLaw, y: ChainLaw, chain: str, cells: int, tau: float, shape: GridShape) -> ChainLaw:
+    """The chain law of X·Y for independent X, Y, with its allowances (module docstring)."""
     law, stats = combine(x.law, y.law, "product", chain, cells=cells, tau=tau, shape=shape)
     return ChainLaw(law, rel_product(x.mass_rel_error, y.mass_rel_error, stats.mass_rel_error),
                     rel_product(x.value_rel_error, y.value_rel_error, stats.value_rel_error),
@@ -28,20 +31,36 @@ def _product(x: ChainLaw, y: ChainLaw, chain: str, cells: int, tau: float, shape
                     propagate_excess(x, y, "product", (1.0, 1.0), stats))
 
 
+def squaring_blocks(epoch: ChainLaw, chain: str, *, cells: int, tau: float,
+                    shape: GridShape = GridShape()) -> Callable[[int], ChainLaw]:
+    """j ↦ the law of the product of 2^j independent copies of ``epoch`` (each computed once)."""
+    blocks = [epoch]
+
+    def block(j: int) -> ChainLaw:
+        while len(blocks) <= j:
+            top = blocks[-1]
+            blocks.append(product_combine(top, top, chain, cells, tau, shape))
+        return blocks[j]
+
+    return block
+
+
 def product_of_epochs(epoch: ChainLaw, epochs: int, chain: str, *, cells: int, tau: float,
-                      shape: GridShape = GridShape()) -> ChainLaw:
-    """Law of the product of ``epochs`` independent copies of the one-epoch law."""
+                      shape: GridShape = GridShape(), blocks: Callable[[int], ChainLaw] | None = None) -> ChainLaw:
+    """Law of the product of ``epochs`` independent copies of the one-epoch law.
+
+    ``blocks`` (:func:`squaring_blocks` of the same epoch law and settings) lets callers share
+    the squared blocks; the result is the same law either way.
+    """
     if epochs < 1:
         raise ValueError(f"epochs must be >= 1, got epochs={epochs}")
-    block = epoch
+    block = blocks or squaring_blocks(epoch, chain, cells=cells, tau=tau, shape=shape)
     acc: ChainLaw | None = None
-    remaining = epochs
-    while True:
+    level, remaining = 0, epochs
+    while remaining:
         if remaining & 1:
-            acc = block if acc is None else _product(acc, block, chain, cells, tau, shape)
+            acc = block(level) if acc is None else product_combine(acc, block(level), chain, cells, tau, shape)
         remaining >>= 1
-        if not remaining:
-            break
-        block = _product(block, block, chain, cells, tau, shape)
+        level += 1
     assert acc is not None
     return acc

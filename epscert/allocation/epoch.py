@@ -20,6 +20,7 @@ overflow); :func:`propagate_excess` composes it through means and products.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 from epscert.allocation.cells import UNIT_ROUNDOFF, CellLaw, KernelStats, combine, evaluation_rel_error, rel_product
 from epscert.allocation.grid import GridShape
@@ -68,8 +69,9 @@ def propagate_excess(x: ChainLaw, y: ChainLaw, op: str, weights: tuple[float, fl
     return (carried + new) * (1.0 + EXCESS_ROUNDING)
 
 
-def _combine(x: ChainLaw, y: ChainLaw, chain: str, cells: int, tau: float,
-             weights: tuple[float, float], shape: GridShape) -> ChainLaw:
+def mean_combine(x: ChainLaw, y: ChainLaw, chain: str, cells: int, tau: float,
+                 weights: tuple[float, float], shape: GridShape) -> ChainLaw:
+    """The chain law of a·X + b·Y (weights (a, b) >= 0) for independent X, Y, with its allowances."""
     law, stats = combine(x.law, y.law, "mean", chain, cells=cells, tau=tau, weights=weights, shape=shape)
     return ChainLaw(
         law=law,
@@ -80,27 +82,47 @@ def _combine(x: ChainLaw, y: ChainLaw, chain: str, cells: int, tau: float,
     )
 
 
+def doubling_blocks(base: ChainLaw, chain: str, *, cells: int, tau: float,
+                    shape: GridShape = GridShape()) -> Callable[[int], ChainLaw]:
+    """k ↦ X_k, the law of the mean of 2^k independent copies of ``base`` (computed once each).
+
+    X_0 = base, X_{k+1} = (X_k + X_k')/2 by :func:`mean_combine`; a block is built from the one
+    below it on first use and kept, so every caller that asks for X_k sees the same law.
+    """
+    blocks = [base]
+
+    def block(k: int) -> ChainLaw:
+        while len(blocks) <= k:
+            top = blocks[-1]
+            blocks.append(mean_combine(top, top, chain, cells, tau, (0.5, 0.5), shape))
+        return blocks[k]
+
+    return block
+
+
 def mean_of_steps(base: ChainLaw, steps: int, chain: str, *, cells: int, tau: float,
-                  shape: GridShape = GridShape()) -> ChainLaw:
-    """Law of the mean of ``steps`` independent copies of ``base`` (binary doubling)."""
+                  shape: GridShape = GridShape(), blocks: Callable[[int], ChainLaw] | None = None) -> ChainLaw:
+    """Law of the mean of ``steps`` independent copies of ``base`` (binary doubling).
+
+    ``blocks`` (k ↦ X_k, :func:`doubling_blocks` of the same base and settings) lets callers share
+    the doubling blocks; the result is the same law either way.
+    """
     if steps < 1:
         raise ValueError(f"steps must be >= 1, got steps={steps}")
-    block, size = base, 1
+    block = blocks or doubling_blocks(base, chain, cells=cells, tau=tau, shape=shape)
+    level, size = 0, 1
     acc: ChainLaw | None = None
     count = 0
     remaining = steps
-    while True:
+    while remaining:
         if remaining & 1:
             if acc is None:
-                acc = block
+                acc = block(level)
             else:
                 total = count + size
-                acc = _combine(acc, block, chain, cells, tau, (count / total, size / total), shape)
+                acc = mean_combine(acc, block(level), chain, cells, tau, (count / total, size / total), shape)
             count += size
         remaining >>= 1
-        if not remaining:
-            break
-        size *= 2
-        block = _combine(block, block, chain, cells, tau, (0.5, 0.5), shape)
+        level, size = level + 1, size * 2
     assert acc is not None and count == steps
     return acc

@@ -48,16 +48,34 @@ def log_cap(sigma: float, steps: int, epochs: int, cap_budget: float) -> float:
     return max((x1 + half) / sigma, (x2 - half) / sigma)
 
 
-def cap_terms(sigma: float, steps: int, epochs: int, log_c: float) -> dict[str, float]:
-    """Additive upper-bound terms for W > c (module docstring), per direction, rounded up."""
+def cap_terms(sigma: float, steps: int, epochs: int, log_c: float, prefix_steps: int = 0) -> dict[str, float]:
+    """Additive upper-bound terms for W > c (module docstring), per direction, rounded up.
+
+    ``epochs`` whole epochs and, with ``prefix_steps`` r in [1, T), the first r steps of one more
+    epoch, whose factor S' = 1 − r/T + (1/T) Σ_{t<=r} W_t (:mod:`epscert.allocation.prefix`) also
+    has E_Q[S'] = 1, so the whole epochs' terms stay as above and the prefix adds, for remove,
+
+        Σ_{t<=r} E_Q[S' 1{W_t > c}] = Σ_{t<=r} [(1 − r/T) P(W > c) + (E_Q[W 1{W > c}] + (r − 1) P(W > c))/T]
+                                    = (r/T) E_Q[W 1{W > c}] + r(T − 1)/T · P(W > c),
+
+    and for add r·P(W > c) (P(G^c) <= the number of W's times P(W > c)). At r = T the prefix terms
+    are one whole epoch's, so a prefix never needs a larger cap than its run. The factor
+    ``up`` = 1 + 64u covers the two ndtr errors (16u each) and the <= 10 roundings of nonnegative
+    terms in each formula.
+    """
     half = 0.5 / sigma
     p_over = float(special.ndtr(-(sigma * log_c + half)))  # P(W > c)
     m_over = float(special.ndtr(-(sigma * log_c - half)))  # E_Q[W 1{W > c}]
     up = 1.0 + 4.0 * NDTR_REL_ERROR
-    return {
+    out = {
         "remove": up * epochs * (m_over + (steps - 1) * p_over),
         "add": up * epochs * steps * p_over,
     }
+    if prefix_steps:
+        r = prefix_steps
+        out["remove"] += up * (r / steps * m_over + r * (steps - 1) / steps * p_over)
+        out["add"] += up * r * p_over
+    return out
 
 
 def _gauss_integral(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:

@@ -18,6 +18,14 @@ would change the mechanism. With ``world_size`` > 1, rank r receives ``global_ba
 so the shards are disjoint and their union is the global batch. The draws depend only on
 (seed, epoch) (Poisson: (seed, epoch, step)), built by :func:`epscert.rng.stream_generator`, so a
 run is reproducible on any machine and a resumed run sees the same batches. Memory is O(n).
+
+Prefetching. A DataLoader with workers asks for batches ahead of training, so ``position`` (batches
+handed out) runs ahead of the steps taken. A training integration that counts the steps (the
+Opacus accountant, :mod:`epscert.integrations.opacus`) sets ``released``; while it is set, a new
+iteration and ``state_dict()`` resume there, so batches that were prefetched but never trained are
+served again instead of skipped, and the steps taken stay the first steps of the run (the prefix
+that the certificate covers). :class:`EpochView` is one epoch per iteration, for training loops
+written ``for epoch ...: for batch in loader``.
 """
 
 from __future__ import annotations
@@ -61,14 +69,23 @@ class BatchIndexSampler:
                 raise ValueError(f"steps_per_epoch x batch_size must be <= dataset_size={self.dataset_size}, "
                                  f"got steps_per_epoch={steps_per_epoch}, batch_size={self.batch_size}")
         self.position = 0  # batches handed out so far (global step index of the next one)
+        #: batches whose steps training has taken, counted by a training integration (None: not counted)
+        self.released: int | None = None
 
     # -- the run ------------------------------------------------------------------------------
     def __len__(self) -> int:
         return self.steps_per_epoch * self.epochs
 
+    def resume_position(self) -> int:
+        """Where the next iteration starts: ``released`` when counted (module docstring), else ``position``."""
+        return self.position if self.released is None else self.released
+
     def __iter__(self) -> Iterator[np.ndarray]:
-        """The batches from the current position to the end of the run (from the start once done)."""
+        """The batches from the resume position to the end of the run (from the start once done)."""
+        self.position = self.resume_position()
         if self.position >= len(self):
+            if self.released is not None:
+                return  # every step of the run is taken: serving the run again would release more
             self.position = 0
         while self.position < len(self):
             epoch, step = divmod(self.position, self.steps_per_epoch)
@@ -88,7 +105,7 @@ class BatchIndexSampler:
         return {"sampler": self.sampler.value, "dataset_size": self.dataset_size,
                 "batch_size": self.batch_size, "steps_per_epoch": self.steps_per_epoch,
                 "epochs": self.epochs, "seed": self.seed,
-                "position": self.position}
+                "position": self.resume_position()}
 
     def load_state_dict(self, state: dict) -> None:
         """Resume at ``state['position']``; refuses a state of another run, naming the field."""
@@ -103,6 +120,8 @@ class BatchIndexSampler:
         if position > len(self):
             raise ValueError(f"position must be <= {len(self)}, got position={position}")
         self.position = position
+        if self.released is not None:
+            self.released = position
 
     # -- one epoch ----------------------------------------------------------------------------
     def epoch_batches(self, epoch: int, first_step: int = 0) -> Iterator[np.ndarray]:
@@ -154,3 +173,47 @@ class BatchIndexSampler:
         return (f"BatchSampler(sampler={self.sampler.value!r}, dataset_size={self.dataset_size}, "
                 f"batch_size={self.batch_size}, epochs={self.epochs}, seed={self.seed}, "
                 f"rank={self.rank}, world_size={self.world_size})")
+
+
+class EpochView:
+    """One epoch of a :class:`BatchIndexSampler` per iteration: ``len`` is T, not T·E.
+
+    Each iteration serves the rest of the epoch at the sampler's resume position (a whole epoch
+    when it starts at an epoch boundary) and advances the sampler, so ``for epoch in range(E):
+    for batch in loader`` runs the E epochs of the sampler, each with its own draw. After the
+    run's last step an iteration serves nothing (the run is not restarted). With ``prefetch``
+    (a DataLoader with workers) an iteration abandoned before its epoch's end may have handed out
+    batches that were never trained; unless ``released`` is counted (module docstring), the next
+    iteration is refused rather than skipping them.
+    """
+
+    def __init__(self, sampler: BatchIndexSampler, prefetch: bool = False) -> None:
+        if not isinstance(sampler, BatchIndexSampler):
+            raise ValueError(f"sampler must be an epscert.BatchSampler, got sampler={show(sampler)}")
+        self.sampler = sampler
+        self.prefetch = bool(prefetch)
+        self._open = False  # an iteration started and not run to its epoch's end
+
+    def __len__(self) -> int:
+        return self.sampler.steps_per_epoch
+
+    def __iter__(self) -> Iterator[np.ndarray]:
+        s = self.sampler
+        if self._open and self.prefetch and s.released is None:
+            raise ValueError(f"the previous iteration stopped at batch {s.position} before the end of its epoch, "
+                             f"and a loader with workers prefetches: batches handed out but never trained would be "
+                             f"skipped. Count the steps taken (bind an accountant: epscert.integrations.opacus) "
+                             f"or finish each epoch, got position={s.position}")
+        start = s.resume_position()
+        s.position = start
+        if start >= len(s):
+            return
+        epoch, step = divmod(start, s.steps_per_epoch)
+        self._open = True
+        for batch in s.epoch_batches(epoch, first_step=step):
+            s.position += 1
+            yield batch
+        self._open = False
+
+    def __repr__(self) -> str:
+        return f"EpochView({self.sampler!r})"

@@ -1,8 +1,18 @@
 """Accountants for JAX Privacy's batch selection strategies (extra ``[jax]``).
 
-    acc = accountant_for(BallsInBinsSampling(iterations=2340, cycle_length=234), num_examples=60_000,
-                         noise_multiplier=1.0)
-    acc.get_epsilon(1e-5)
+    strategy = BallsInBinsSampling(iterations=2340, cycle_length=234)
+    acc = accountant_for(strategy, num_examples=60_000, noise_multiplier=1.0)
+    acc.get_epsilon(1e-5)                    # the whole run
+    acc.get_epsilon(1e-5, steps_done=1000)   # after the first 1000 iterations (mid-cycle)
+    epsilon_after(strategy, 60_000, 1.0, 1e-5, steps=1000)   # the same, in one call
+
+Mid-run: the first n iterations are certified exactly by ``Accountant.get_epsilon(delta, steps_done=n)``
+(:mod:`epscert.inverse.prefix`). For ``BallsInBinsSampling`` that is the persistent prefix bracket:
+the bins of the first r steps of the cycle in progress have been released once more than the others
+(:mod:`epscert.allocation.persistent`); a strategy whose iterations end mid-cycle is certified for
+its iterations by :func:`epsilon_after`, while ``accountant_for(...).get_epsilon(delta)`` certifies the
+ceil(iterations / T) whole cycles. Poisson (``CyclicPoissonSampling``) mid-cycle and fixed batches take
+the cycle in progress whole.
 
     acc = bandmf_accountant(BallsInBinsSampling(iterations=2000, cycle_length=100), noise_multiplier=3.0,
                             c_col=np.array([1.0, 0.5, 0.25]))
@@ -34,6 +44,7 @@ from epscert.accountant import Accountant
 from epscert.batch_sampler import BatchSampler
 from epscert.mechanism import read_c_col
 from epscert.strategies import toeplitz_strategy
+from epscert.params import check_int
 
 #: |1/sampling_prob - T| below this counts as the integer T.
 RATE_TOLERANCE = 1e-9
@@ -76,6 +87,22 @@ def bandmf_accountant(strategy: Any, noise_multiplier: float, c_col: Any, **kwar
                          f"never take part), got cycle_length={cycle}")
     matrix = toeplitz_strategy(read_c_col(c_col), iterations)
     return Accountant(noise_multiplier=noise_multiplier, strategy=matrix, cycle_length=cycle, **kwargs)
+def epsilon_after(strategy: Any, num_examples: int, noise_multiplier: float, delta: float,
+                  steps: int | None = None, **kwargs: Any) -> float:
+    """Certified ε(δ) after the first ``steps`` iterations of ``strategy`` (default: all of them).
+
+    :func:`accountant_for`'s :class:`epscert.Accountant` with ``steps_done=steps``: a run that ends
+    mid-cycle, or a training loop asking as it goes, is certified for the iterations taken. A loop
+    that asks often should keep one ``accountant_for(...)`` and call ``get_epsilon(delta, steps_done=)``
+    (its whole-cycle certificates are computed once).
+    """
+    iterations = int(strategy.iterations)
+    n = iterations if steps is None else check_int("steps", steps, 0)
+    if n > iterations:
+        raise ValueError(f"steps must be <= strategy.iterations={iterations}, got steps={n}")
+    return accountant_for(strategy, num_examples, noise_multiplier, **kwargs).get_epsilon(delta, steps_done=n)
+
+
 
 
 def reduction(strategy: Any, num_examples: int) -> tuple[str, int, int]:

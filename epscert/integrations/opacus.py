@@ -1,18 +1,54 @@
 """Opacus with epscert's batches and certificate (extra ``[torch]``).
 
+By name, after ``register()``, or through :func:`make_private`, which also binds the accountant to
+the sampler (checks and prefetch handling below):
+
+    eo.register()                       # once: PrivacyEngine(accountant="epscert") from here on
     bs = epscert.BatchSampler(sampler="balls_and_bins", dataset_size=len(ds), batch_size=256, epochs=10)
-    engine = opacus.PrivacyEngine()
-    model, optimizer, loader = make_private(engine, module=model, optimizer=optimizer, dataset=ds,
-                                            batch_sampler=bs, noise_multiplier=1.0, max_grad_norm=1.0)
-    ...train...
-    engine.get_epsilon(1e-5)   # epscert's certificate for the steps taken so far
+    engine = opacus.PrivacyEngine(accountant="epscert")
+    model, optimizer, loader = engine.make_private(module=model, optimizer=optimizer,
+        data_loader=epscert.integrations.torch.data_loader(ds, bs), noise_multiplier=1.0,
+        max_grad_norm=1.0, poisson_sampling=False)
+    # or: model, optimizer, loader = eo.make_private(engine, module=model, optimizer=optimizer,
+    #         dataset=ds, batch_sampler=bs, noise_multiplier=1.0, max_grad_norm=1.0)
+    for epoch in range(10):
+        for x, y in loader: ...train...
+        engine.get_epsilon(1e-5)        # certified for the steps taken so far, mid-epoch too
 
-``EpscertAccountant`` implements ``opacus.accountants.IAccountant``. Opacus must not wrap the loader
-in its Poisson loader (``poisson_sampling=False``): the batches are epscert's. The class is built on
-first use (module ``__getattr__``), so importing this module does not import opacus.
+``EpscertAccountant`` implements ``opacus.accountants.IAccountant``. What it certifies:
 
-Partial epochs: the steps of a started epoch are a prefix of that epoch's releases, a post-processing
-of the whole epoch, so the certificate for ``ceil(steps / T)`` whole epochs is valid for them.
+- **The steps.** Opacus's step hook reports each optimizer step with ``sample_rate`` =
+  (1/len(loader))·(batches accumulated into the step). epscert's loader serves one epoch per
+  iteration (:mod:`epscert.integrations.torch`), so 1/len(loader) = 1/T, the probability that a
+  record is in a given step's Balls-and-Bins batch. ``.history`` keeps Opacus's format
+  (σ, sample_rate, steps); the run it describes is n = Σ steps steps of T' = 1/sample_rate per epoch.
+  σ and the sample rate must stay the same at every step (one certified run).
+- **The sampler.** Created by name the accountant cannot see the loader: like Opacus's own
+  accountants, which take their batches to be Poisson at that rate, it takes them to be
+  Balls-and-Bins with T' steps per epoch and fresh bins each epoch (``sampler=`` says otherwise).
+  :meth:`EpscertAccountant.bind` (done by :func:`make_private`) ties it to an
+  :class:`epscert.BatchSampler`: the sampler's kind and epochs are used, the sample rate is checked
+  against its T (a loader over all epochs, rate 1/(T·E), is refused), and no step may use a batch
+  the sampler has not handed out.
+- **The certificate** after n steps is :meth:`epscert.Accountant.get_epsilon` with ``steps_done=n``
+  for (σ, T', E): mid-epoch values from the prefix bracket (:mod:`epscert.inverse.prefix`), the same
+  number ``epscert.Accountant`` gives for the same run and step count.
+- **Swapped in after make_private.** Opacus attaches the step hook of ``engine.accountant`` during
+  ``make_private``; an accountant assigned afterwards receives no steps. It never answers 0 for a
+  run that trained: with no step recorded, ``get_epsilon`` refuses unless its own hook is attached
+  (then no step has been taken) or its bound sampler has handed out no batch. :meth:`attach` hooks it.
+- **Gradient accumulation.** k batches in one optimizer step are one release of their union with
+  one noise draw: for Balls-and-Bins (and shuffling, deterministic batches) that is the same sampler
+  with T/k merged steps per epoch, certified as such when k divides T and every step takes k
+  batches. Anything else is refused (k not dividing T, k changing, Poisson batches, whose union
+  can hold a record several times). Opacus's BatchMemoryManager splits a batch without accumulating
+  (one step per batch, k = 1).
+- **Prefetching.** A DataLoader with workers asks for batches ahead of training. The accountant
+  counts optimizer steps, never the sampler's position; bound, it also tells the sampler how many
+  batches were trained (``released``), so a new iteration or a checkpoint resumes at the first
+  untrained batch rather than skipping the prefetched ones (the steps taken stay the first steps of
+  the run, the prefix the certificate covers). Unbound, epscert's loader refuses to resume an
+  iteration that a prefetching loader abandoned mid-epoch.
 """
 
 from __future__ import annotations
@@ -22,13 +58,17 @@ import math
 import warnings
 from typing import Any
 
-from epscert.batching.indices import BatchIndexSampler
 from epscert.accountant import Accountant
+from epscert.batching.indices import BatchIndexSampler
 from epscert.inverse.epsilon_at_delta import analytic_epsilon_rows
-from epscert.params import CertifyConfig, Method
 from epscert.integrations.torch import data_loader as epscert_data_loader
+from epscert.params import CertifyConfig, Method, Sampler, check_float, parse_sampler, show
 
 MECHANISM = "epscert"
+#: A sample rate within this relative distance of k/T (or 1/T) counts as that fraction.
+RATE_TOLERANCE = 1e-9
+#: T assumed to check the Accountant's keyword arguments before T is known (any T >= 2 would do).
+_CHECK_STEPS = 1000
 
 
 class SamplingMismatchWarning(UserWarning):
@@ -41,75 +81,216 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
+def register() -> type:
+    """Registers ``EpscertAccountant`` in Opacus's accountant registry as ``"epscert"`` (idempotent).
+
+    Then ``opacus.PrivacyEngine(accountant="epscert")`` creates one, and Opacus's own
+    ``make_private_with_epsilon`` can calibrate σ with it (it sets ``.history`` and asks for ε).
+    Refuses if the name is taken by another accountant. Returns the class.
+    """
+    from opacus.accountants import registry
+
+    cls = accountant_class()
+    try:
+        registry.register_accountant(MECHANISM, cls)
+    except ValueError:
+        if not isinstance(registry.create_accountant(MECHANISM), cls):
+            raise ValueError(f"the Opacus accountant name {MECHANISM!r} is registered for another class, "
+                             f"got {type(registry.create_accountant(MECHANISM)).__name__}") from None
+    return cls
+
+
 @functools.lru_cache(maxsize=1)
 def accountant_class() -> type:
     """``EpscertAccountant``, a subclass of ``opacus.accountants.IAccountant`` (built once, lazily)."""
     from opacus.accountants.accountant import IAccountant
 
     class EpscertAccountant(IAccountant):
-        """Opacus accountant that certifies the steps taken with an :class:`epscert.BatchSampler`.
+        """Opacus accountant certifying the steps taken with Balls-and-Bins (or a bound sampler's) batches.
 
-        ``get_epsilon(delta)`` is epscert's certified upper bound for ``ceil(steps / T)`` whole epochs
-        of the sampler (holding with probability >= 1 - error_prob for Monte Carlo methods). Further
-        keyword arguments (method, samples, error_prob, seed) go to :class:`epscert.Accountant`.
-
-        After k < T steps of epoch e, the ε is that of e whole epochs: the models released so far are
-        a function of the whole run's releases (its prefix), and post-processing cannot raise ε, so
-        the certificate of e whole epochs holds for them. ``last_certificate`` is the
-        :class:`~epscert.inverse.best.Certificate` behind the last ε returned (None unless
-        ``method='auto'``).
+        ``EpscertAccountant()`` (what ``PrivacyEngine(accountant="epscert")`` creates) takes σ and T
+        from the steps; ``EpscertAccountant(batch_sampler, noise_multiplier)`` is bound to an
+        :class:`epscert.BatchSampler` from the start. ``sampler`` names the batches of an unbound
+        accountant (default ``balls_and_bins``). Further keyword arguments (method, samples,
+        error_prob, seed) go to :class:`epscert.Accountant`. ``last_certificate`` is the
+        :class:`~epscert.inverse.best.Certificate` behind the last ε returned. See the module
+        docstring for what is certified and refused.
         """
 
-        def __init__(self, batch_sampler: BatchIndexSampler, noise_multiplier: float, **accountant_kwargs):
-            if not isinstance(batch_sampler, BatchIndexSampler):
-                raise ValueError(f"batch_sampler must be an epscert.BatchSampler, got batch_sampler={batch_sampler!r}")
+        def __init__(self, batch_sampler: BatchIndexSampler | None = None, noise_multiplier: float | None = None,
+                     *, sampler: str = "balls_and_bins", **accountant_kwargs):
             self.history: list = []  # Opacus's (noise_multiplier, sample_rate, steps) records
-            self.batch_sampler = batch_sampler
-            self.noise_multiplier = float(noise_multiplier)
-            self.accountant_kwargs = accountant_kwargs
-            self.steps = 0
-            self.epsilons: dict[tuple[int, float], float] = {}
-            self.certificates: dict[tuple[int, float], Any] = {}
+            self.batch_sampler: BatchIndexSampler | None = None
+            self.sampler = parse_sampler(sampler)
+            self.noise_multiplier = None if noise_multiplier is None else check_float(
+                "noise_multiplier", noise_multiplier, low=0.0, low_open=True)
+            self.accountant_kwargs = dict(accountant_kwargs)
+            self.hook_rate: float | None = None  # base sample rate of this accountant's attached step hook
             self.last_certificate = None
-            self.epscert_accountant(1)  # validates σ and the kwargs before any training
+            self._answers: dict[tuple[int, float], tuple[float, Any]] = {}
+            self._accountants: dict[tuple, Accountant] = {}
+            if batch_sampler is not None:
+                self.bind(batch_sampler)
+            # the Accountant's arguments are checked before any training (T is a placeholder if unbound)
+            steps = self.batch_sampler.steps_per_epoch if self.batch_sampler is not None else _CHECK_STEPS
+            Accountant(noise_multiplier=self.noise_multiplier or 1.0, steps=steps, epochs=1,
+                       sampler=self.sampler.value, **self.accountant_kwargs)
 
-        def epscert_accountant(self, epochs: int):
-            """The :class:`epscert.Accountant` of the first ``epochs`` epochs of the sampler's run."""
-            args = dict(self.batch_sampler.accountant_arguments(), epochs=epochs)
-            return Accountant(noise_multiplier=self.noise_multiplier, **args, **self.accountant_kwargs)
+        # -- binding and hooks -------------------------------------------------------------------
+        def bind(self, batch_sampler: BatchIndexSampler) -> None:
+            """Ties the accountant to the sampler whose batches are trained (module docstring)."""
+            if not isinstance(batch_sampler, BatchIndexSampler):
+                raise ValueError(f"batch_sampler must be an epscert.BatchSampler, got batch_sampler={show(batch_sampler)}")
+            old = self.batch_sampler, self.sampler
+            self.batch_sampler, self.sampler = batch_sampler, batch_sampler.sampler
+            try:
+                steps = self._check_history()[2]  # the steps so far must fit this sampler's run
+            except ValueError:
+                self.batch_sampler, self.sampler = old
+                raise
+            # batches trained so far: k per step recorded (a fresh run: where the sampler stands)
+            batch_sampler.released = steps * self._merged()[0] if steps else batch_sampler.resume_position()
+            self._answers.clear()
 
+        def get_optimizer_hook_fn(self, sample_rate: float):
+            """The step hook Opacus attaches in ``make_private`` (``sample_rate`` = 1/len(loader))."""
+            rate = check_float("sample_rate", sample_rate, low=0.0, low_open=True, high=1.0, high_open=False)
+            if self.batch_sampler is not None:
+                self._steps_per_release(rate)  # a loader over all epochs is refused here, before training
+            self.hook_rate = rate
+
+            def hook_fn(optim) -> None:
+                self.step(noise_multiplier=optim.noise_multiplier, sample_rate=rate * optim.accumulated_iterations)
+
+            return hook_fn
+
+        def attach(self, optimizer, sample_rate: float | None = None) -> None:
+            """Hooks this accountant to an Opacus ``DPOptimizer`` (replacing the hook it had).
+
+            ``sample_rate``: 1/len(loader); default 1/T of the bound sampler.
+            """
+            bs = self.batch_sampler
+            if bs is not None and bs.position > (bs.released or 0):
+                raise ValueError(f"the sampler has handed out {bs.position} batches and this accountant counted "
+                                 f"{bs.released or 0}: steps were taken without it, and counting from here would "
+                                 f"leave them out; attach it before training, got position={bs.position}")
+            if sample_rate is None:
+                if self.batch_sampler is None:
+                    raise ValueError("sample_rate is needed for an unbound accountant (1/len(loader)), "
+                                     "got sample_rate=None")
+                sample_rate = 1.0 / self.batch_sampler.steps_per_epoch
+            optimizer.attach_step_hook(self.get_optimizer_hook_fn(sample_rate))
+
+        # -- the steps ---------------------------------------------------------------------------
         def step(self, *, noise_multiplier: float, sample_rate: float) -> None:
-            if not math.isclose(noise_multiplier, self.noise_multiplier, rel_tol=1e-12):
-                raise ValueError(f"noise_multiplier must stay {self.noise_multiplier} for this accountant, "
-                                 f"got noise_multiplier={noise_multiplier}")
-            if self.steps >= len(self.batch_sampler):
-                raise ValueError(f"steps must be <= len(batch_sampler)={len(self.batch_sampler)}: the run "
-                                 f"has no more certified batches, got step {self.steps + 1}")
-            self.steps += 1
-            if self.history and self.history[-1][:2] == (noise_multiplier, sample_rate):
-                self.history[-1] = (noise_multiplier, sample_rate, self.history[-1][2] + 1)
+            sigma = check_float("noise_multiplier", noise_multiplier, low=0.0, low_open=True)
+            rate = check_float("sample_rate", sample_rate, low=0.0, low_open=True, high=1.0, high_open=False)
+            if self.noise_multiplier is not None and not math.isclose(sigma, self.noise_multiplier, rel_tol=1e-12):
+                raise ValueError(f"noise_multiplier must stay {self.noise_multiplier} for this accountant (one "
+                                 f"certified run), got noise_multiplier={noise_multiplier}")
+            if self.history and not math.isclose(rate, self.history[-1][1], rel_tol=RATE_TOLERANCE):
+                raise ValueError(f"sample_rate must stay {self.history[-1][1]} (the same batches, and the same "
+                                 f"gradient accumulation, at every step), got sample_rate={sample_rate}")
+            merged, steps = self._steps_per_release(rate)
+            bs = self.batch_sampler
+            if bs is not None:
+                done = len(self)
+                if done >= steps * bs.epochs:
+                    raise ValueError(f"steps must be <= {steps * bs.epochs} for {bs!r}: the run has no more "
+                                     f"certified batches, got step {done + 1}")
+                released = (bs.released or 0) + merged
+                if released > bs.position:
+                    raise ValueError(f"step {done + 1} takes batches up to {released}, but the sampler has handed "
+                                     f"out {bs.position}: the optimizer's loader is not over this sampler, "
+                                     f"got position={bs.position}")
+                bs.released = released
+            self.noise_multiplier = sigma
+            if self.history and self.history[-1][:2] == (sigma, rate):
+                self.history[-1] = (sigma, rate, self.history[-1][2] + 1)
             else:
-                self.history.append((noise_multiplier, sample_rate, 1))
+                self.history.append((sigma, rate, 1))
 
-        @property
-        def epochs_started(self) -> int:
-            return -(-self.steps // self.batch_sampler.steps_per_epoch)
+        def _steps_per_release(self, rate: float) -> tuple[int, int]:
+            """(k batches per step, T' = steps per epoch of the releases) for a sample rate."""
+            bs = self.batch_sampler
+            if bs is None:
+                T = round(1.0 / rate)
+                if T < 1 or abs(1.0 / rate - T) > RATE_TOLERANCE * T:
+                    raise ValueError(f"sample_rate must be 1/T for an integer T (T steps per epoch, or T·k/k with "
+                                     f"k accumulated batches per step), got sample_rate={rate}")
+                return 1, T
+            T = bs.steps_per_epoch
+            k = round(rate * T)
+            if k < 1 or abs(rate * T - k) > RATE_TOLERANCE * max(1.0, rate * T):
+                raise ValueError(f"sample_rate must be k/T with T={T} steps per epoch of {bs!r} and k >= 1 batches "
+                                 f"per optimizer step, got sample_rate={rate} (1/{1.0 / rate:.6g}); Opacus reads "
+                                 f"1/len(loader), and a loader over all epochs has len T·E: use "
+                                 f"epscert.integrations.torch.data_loader (one epoch per iteration) or make_private")
+            if k > 1 and (T % k or bs.sampler.base is Sampler.POISSON):
+                why = (f"k={k} must divide T={T}, so that the merged batches are the T/k steps of an epoch"
+                       if T % k else "Poisson batches merged by accumulation can hold a record several times")
+                raise ValueError(f"gradient accumulation of {k} batches per step is not certified: {why}; "
+                                 f"got sample_rate={rate}")
+            return k, T // k
 
-        def get_epsilon(self, delta: float, *args, **kwargs) -> float:
-            """Certified ε(δ) for the steps so far (0 before the first step)."""
-            epochs = self.epochs_started
-            if epochs == 0:
-                return 0.0
-            key = (epochs, float(delta))
-            if key not in self.epsilons:
-                accountant = self.epscert_accountant(epochs)
-                self.epsilons[key] = accountant.get_epsilon(delta)
-                self.certificates[key] = accountant.last_certificate
-            self.last_certificate = self.certificates[key]
-            return self.epsilons[key]
+        def _merged(self) -> tuple[int, int]:
+            return self._steps_per_release(self.history[0][1])
+
+        def _check_history(self) -> tuple[float | None, float | None, int]:
+            """(σ, sample rate, steps) of the history: one σ and one rate (Opacus may set it directly)."""
+            if not self.history:
+                return self.noise_multiplier, None, 0
+            sigmas = [float(h[0]) for h in self.history]
+            rates = [float(h[1]) for h in self.history]
+            if any(not math.isclose(x, sigmas[0], rel_tol=1e-12) for x in sigmas) or any(
+                    not math.isclose(x, rates[0], rel_tol=RATE_TOLERANCE) for x in rates):
+                raise ValueError(f"history must hold one noise_multiplier and one sample_rate (one certified run), "
+                                 f"got history={self.history}")
+            steps = sum(int(h[2]) for h in self.history)
+            self._steps_per_release(rates[0])
+            bs = self.batch_sampler
+            if bs is not None and steps > self._merged()[1] * bs.epochs:
+                raise ValueError(f"history has {steps} steps, more than the {self._merged()[1] * bs.epochs} of "
+                                 f"{bs!r}, got history={self.history}")
+            return sigmas[0], rates[0], steps
 
         def __len__(self) -> int:
-            return self.steps
+            return sum(int(h[2]) for h in self.history)
+
+        # -- the certificate ---------------------------------------------------------------------
+        def epscert_accountant(self) -> Accountant:
+            """The :class:`epscert.Accountant` of the run the steps belong to (module docstring)."""
+            sigma, rate, steps = self._check_history()
+            if steps == 0:
+                raise ValueError("no step has been recorded: the run is not known yet, got len(accountant)=0")
+            _, per_epoch = self._merged()
+            epochs = self.batch_sampler.epochs if self.batch_sampler is not None else -(-steps // per_epoch)
+            key = (sigma, per_epoch, epochs, self.sampler)
+            if key not in self._accountants:
+                self._accountants[key] = Accountant(noise_multiplier=sigma, steps=per_epoch, epochs=epochs,
+                                                    sampler=self.sampler.value, **self.accountant_kwargs)
+            return self._accountants[key]
+
+        def get_epsilon(self, delta: float, *args, **kwargs) -> float:
+            """Certified ε(δ) for the steps taken so far (module docstring)."""
+            steps = len(self)
+            if steps == 0:
+                bs = self.batch_sampler
+                if self.hook_rate is None and (bs is None or bs.position > 0):
+                    handed = f"the sampler has handed out {bs.position} batches but " if bs is not None else ""
+                    raise ValueError(
+                        f"{handed}no optimizer step has reached this accountant and no step hook of it is attached: "
+                        "Opacus attaches the hook of engine.accountant during make_private, so an accountant "
+                        "assigned afterwards counts nothing. Assign it before make_private, use "
+                        "epscert.integrations.opacus.make_private, or call accountant.attach(optimizer); "
+                        "got len(accountant)=0")
+                return 0.0
+            key = (steps, float(delta))
+            if key not in self._answers:
+                accountant = self.epscert_accountant()
+                self._answers[key] = (accountant.get_epsilon(delta, steps_done=steps), accountant.last_certificate)
+            eps, self.last_certificate = self._answers[key]
+            return eps
 
         @classmethod
         def mechanism(cls) -> str:
@@ -117,46 +298,62 @@ def accountant_class() -> type:
 
         def state_dict(self, destination=None):
             out = super().state_dict(destination)
-            out["steps"] = self.steps
             out["noise_multiplier"] = self.noise_multiplier
-            out["batch_sampler"] = self.batch_sampler.state_dict()
+            out["sampler"] = self.sampler.value
+            if self.batch_sampler is not None:
+                out["batch_sampler"] = self.batch_sampler.state_dict()
             return out
 
         def load_state_dict(self, state_dict) -> None:
+            bs = self.batch_sampler
+            if bs is not None:
+                mine = bs.state_dict()
+                theirs = dict(state_dict.get("batch_sampler") or {})
+                if dict(theirs, position=mine["position"]) != mine:
+                    raise ValueError(f"state_dict['batch_sampler'] must describe this run {mine}, got {theirs}")
+            sigma = state_dict.get("noise_multiplier")
+            if self.noise_multiplier is not None and sigma != self.noise_multiplier:
+                raise ValueError(f"noise_multiplier must be {self.noise_multiplier}, got noise_multiplier={sigma}")
+            if bs is None and state_dict.get("sampler", self.sampler.value) != self.sampler.value:
+                raise ValueError(f"sampler must be {self.sampler.value!r}, got sampler={state_dict.get('sampler')!r}")
+            old = self.history, self.noise_multiplier
             super().load_state_dict(state_dict)
-            mine = self.batch_sampler.state_dict()
-            theirs = dict(state_dict.get("batch_sampler", {}), position=mine["position"])
-            if theirs != mine:
-                raise ValueError(f"state_dict['batch_sampler'] must describe this run {mine}, got {theirs}")
-            if state_dict.get("noise_multiplier") != self.noise_multiplier:
-                raise ValueError(f"noise_multiplier must be {self.noise_multiplier}, "
-                                 f"got noise_multiplier={state_dict.get('noise_multiplier')}")
-            self.steps = int(state_dict["steps"])
+            self.noise_multiplier = sigma
+            try:
+                self._check_history()
+            except ValueError:
+                self.history, self.noise_multiplier = old
+                raise
+            self._answers.clear()
+            if bs is not None:
+                bs.load_state_dict(theirs)
+                bs.released = bs.position
 
     return EpscertAccountant
 
 
 def make_private(privacy_engine: Any, *, module: Any, optimizer: Any, dataset: Any,
                  batch_sampler: BatchIndexSampler, noise_multiplier: float, max_grad_norm: float,
-                 accountant_kwargs: dict | None = None, **kwargs: Any):
-    """``privacy_engine.make_private`` with epscert's batches and accountant.
+                 accountant_kwargs: dict | None = None, loader_kwargs: dict | None = None, **kwargs: Any):
+    """``privacy_engine.make_private`` with epscert's batches and a bound accountant.
 
-    Installs an ``EpscertAccountant`` on the engine, builds the empty-safe loader over ``batch_sampler``,
-    calls Opacus with ``poisson_sampling=False`` and sets the optimizer's expected batch size to the
-    sampler's (Opacus would infer it from ``len(loader)``, which counts all epochs).
-    Returns (module, optimizer, data_loader) like Opacus.
+    Installs an ``EpscertAccountant`` bound to ``batch_sampler`` on the engine *before* Opacus
+    attaches its step hook, builds the empty-safe loader over ``batch_sampler`` (one epoch per
+    iteration; ``loader_kwargs`` such as num_workers go to the DataLoader), calls Opacus with
+    ``poisson_sampling=False`` and sets the optimizer's expected batch size to the sampler's n/T
+    (Opacus rounds it down to an integer). Returns what Opacus returns ((module, optimizer,
+    data_loader), or with the criterion for ghost clipping).
     """
     if kwargs.get("poisson_sampling", False):
         raise ValueError("poisson_sampling must be False: the batches come from batch_sampler, "
                          "got poisson_sampling=True")
     kwargs["poisson_sampling"] = False
     privacy_engine.accountant = accountant_class()(batch_sampler, noise_multiplier, **(accountant_kwargs or {}))
-    loader = epscert_data_loader(dataset, batch_sampler)
-    module, optimizer, loader = privacy_engine.make_private(
-        module=module, optimizer=optimizer, data_loader=loader, noise_multiplier=noise_multiplier,
-        max_grad_norm=max_grad_norm, **kwargs)
-    optimizer.expected_batch_size = batch_sampler.expected_batch_size / batch_sampler.world_size
-    return module, optimizer, loader
+    loader = epscert_data_loader(dataset, batch_sampler, **(loader_kwargs or {}))
+    out = privacy_engine.make_private(module=module, optimizer=optimizer, data_loader=loader,
+                                      noise_multiplier=noise_multiplier, max_grad_norm=max_grad_norm, **kwargs)
+    out[1].expected_batch_size = batch_sampler.expected_batch_size / batch_sampler.world_size
+    return out
 
 
 def make_private_with_epsilon(privacy_engine: Any, *, module: Any, optimizer: Any, dataset: Any,

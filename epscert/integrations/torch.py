@@ -3,13 +3,18 @@
 Balls-and-Bins and Poisson batches can be empty. Skipping one changes the mechanism, so the loader's
 collate turns an empty batch into zero-length tensors of the dataset's shapes and dtypes, as Opacus's
 own Poisson loader does, and the optimizer still takes its noisy step.
+
+The loader serves one epoch per iteration (:class:`epscert.batching.indices.EpochView`), so
+``len(loader)`` is T and the usual loop ``for epoch in range(E): for batch in loader`` runs the E
+epochs of the sampler, each with its own draw. Opacus reads its sample rate as 1/len(loader) = 1/T,
+which for Balls-and-Bins is the probability that a record is in a given step's batch.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from epscert.batching.indices import BatchIndexSampler
+from epscert.batching.indices import BatchIndexSampler, EpochView
 
 
 class EmptySafeCollate:
@@ -36,10 +41,12 @@ class EmptySafeCollate:
 
 
 def data_loader(dataset: Any, batch_sampler: BatchIndexSampler, **kwargs: Any):
-    """``torch.utils.data.DataLoader(dataset, batch_sampler=batch_sampler)`` with empty-safe collation.
+    """A ``torch.utils.data.DataLoader`` over one epoch of ``batch_sampler`` per iteration, empty-safe.
 
     ``len(dataset)`` must equal ``batch_sampler.dataset_size``. Other keyword arguments (num_workers,
     pin_memory, ...) go to the DataLoader; ``collate_fn`` defaults to :class:`EmptySafeCollate`.
+    With workers (which prefetch), an iteration stopped before its epoch's end is not resumed
+    unless the steps taken are counted (:class:`~epscert.batching.indices.EpochView`).
     """
     from torch.utils.data import DataLoader
 
@@ -49,4 +56,5 @@ def data_loader(dataset: Any, batch_sampler: BatchIndexSampler, **kwargs: Any):
         raise ValueError(f"len(dataset) must equal batch_sampler.dataset_size={batch_sampler.dataset_size}, "
                          f"got len(dataset)={len(dataset)}")
     kwargs.setdefault("collate_fn", EmptySafeCollate(dataset[0]))
-    return DataLoader(dataset, batch_sampler=batch_sampler, **kwargs)
+    view = EpochView(batch_sampler, prefetch=int(kwargs.get("num_workers", 0) or 0) > 0)
+    return DataLoader(dataset, batch_sampler=view, **kwargs)

@@ -170,7 +170,8 @@ def lower_and_estimate(rows: Sequence[dict], quantity: str, direction: str) -> t
 class Certificate:
     """The tightest certified upper bound found, which candidate gave it, and why others did not.
 
-    ``value`` is ε(δ) (``quantity='epsilon'``) or δ(ε) (``quantity='delta'``); it holds with
+    ``value`` is ε(δ) (``quantity='epsilon'``) or δ(ε) (``quantity='delta'``), for the whole run or,
+    with ``steps_done``, for its first ``steps_done`` steps; it holds with
     probability >= 1 - ``error_prob`` when a Monte Carlo candidate gave it (``error_prob`` None:
     a deterministic bound). ``notes`` say, for each candidate that gave nothing finite, why, and
     what a finite answer needs. ``rows`` are every candidate's rows.
@@ -191,6 +192,8 @@ class Certificate:
     lower: float = 0.0
     lower_method: str | None = None
     estimate: float | None = None
+    #: the steps of the run certified (None: all of them; see :mod:`epscert.inverse.prefix`)
+    steps_done: int | None = None
 
     @property
     def finite(self) -> bool:
@@ -205,6 +208,8 @@ class Certificate:
         """One line: the value, its method and guarantee, or why there is none."""
         name = "ε" if self.quantity == "epsilon" else "δ"
         at = f"δ={self.target:g}" if self.quantity == "epsilon" else f"ε={self.target:g}"
+        if self.steps_done is not None:
+            at += f", after {self.steps_done} steps"
         if not self.finite:
             return (f"{name}({at}) for {self.sampler}: no finite certificate. " + " ".join(self.notes)).strip()
         beta = f", β={self.error_prob:g}" if self.error_prob is not None else ""

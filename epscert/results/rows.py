@@ -353,11 +353,10 @@ def _analytic_bounds(config: CertifyConfig, method: Method, direction: Direction
         lo, hi = deterministic_bracket(s, E, eps)
         return lo, hi, "exact", "gaussian_closed_form", 0.0
     if method in (Method.PLD_UPPER, Method.PLD_LOWER) and config.sampler is Sampler.BALLS_AND_BINS:
-        bracket = bracket_for(s, T, E)
-        upper_side, lower_side = bracket.delta(eps, direction)
+        bracket = bracket_for(s, T, E)  # only the side asked for is computed (one chain each)
         if method is Method.PLD_UPPER:
-            return None, upper_side, "upper_bound", "allocation_bracket_upper", bracket.resolution
-        return lower_side, None, "lower_bound", "allocation_bracket_lower", bracket.resolution
+            return None, bracket.upper(eps, direction), "upper_bound", "allocation_bracket_upper", bracket.resolution
+        return bracket.lower(eps, direction), None, "lower_bound", "allocation_bracket_lower", bracket.resolution
     if method in (Method.PLD_UPPER, Method.PLD_LOWER):
         upper = method is Method.PLD_UPPER
         vals, res, names = poisson_pld_bounds(s, T, E, eps, direction, config.pld_discretization,

@@ -191,3 +191,45 @@ def test_shuffle_runs_are_certified_only_by_domination(name):
     assert acc.last_certificate.bound == "deterministic_domination"
     det = epscert.Accountant(noise_multiplier=2.0, steps=10, epochs=4, sampler="deterministic").get_epsilon(1e-5)
     assert eps == pytest.approx(det, rel=1e-9)
+
+
+def test_epoch_view_serves_one_epoch_per_iteration_then_nothing():
+    from epscert.batching.indices import EpochView
+
+    kw = dict(dataset_size=300, batch_size=20, epochs=3, seed=4)
+    whole = [x.tolist() for x in BatchIndexSampler("balls_and_bins", **kw)]
+    bs = BatchIndexSampler("balls_and_bins", **kw)
+    view = EpochView(bs)
+    assert len(view) == 15
+    epochs = [[x.tolist() for x in view] for _ in range(3)]
+    assert [len(e) for e in epochs] == [15, 15, 15] and sum(epochs, []) == whole
+    assert list(view) == []  # the run is over: the sampler's epochs are not served again
+
+
+def test_released_steps_not_the_prefetched_position_are_where_a_run_resumes():
+    """A loader with workers runs ahead; with ``released`` counted nothing prefetched is skipped."""
+    from epscert.batching.indices import EpochView
+
+    kw = dict(dataset_size=300, batch_size=20, epochs=2, seed=7)
+    whole = [x.tolist() for x in BatchIndexSampler("balls_and_bins", **kw)]
+    bs = BatchIndexSampler("balls_and_bins", **kw)
+    view = EpochView(bs, prefetch=True)
+    it = iter(view)
+    handed = [next(it).tolist() for _ in range(6)]  # 6 handed out (prefetched), 4 trained, then stop
+    assert handed == whole[:6] and bs.position == 6
+    with pytest.raises(ValueError, match="prefetch"):
+        next(iter(view))  # without a count of the steps taken it refuses to skip
+    bs.released = 4
+    assert bs.state_dict()["position"] == 4
+    rest = []
+    for _ in range(2):
+        for x in view:  # each batch trained: the step count (an accountant's job) moves on
+            rest.append(x.tolist())
+            bs.released += 1
+    assert whole[:4] + rest == whole  # batches 4 and 5 are served again, none skipped
+    resumed = BatchIndexSampler("balls_and_bins", **kw)
+    resumed.released = 0
+    resumed.load_state_dict(dict(bs.state_dict(), position=9))
+    assert resumed.released == 9 and [x.tolist() for x in resumed] == whole[9:]
+    with pytest.raises(ValueError, match="sampler"):
+        EpochView([1, 2])

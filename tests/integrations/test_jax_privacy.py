@@ -72,6 +72,24 @@ def test_accountant_for_balls_in_bins_is_the_reduced_one_epoch_certificate():
     assert math.isfinite(acc.get_epsilon(1e-2))
 
 
+def test_epsilon_after_certifies_the_iterations_taken_mid_cycle():
+    """2.5 cycles of T = 10: the persistent prefix bracket, between 2 and 3 whole cycles."""
+    from epscert.integrations.jax_privacy import epsilon_after
+
+    strategy = bsel.BallsInBinsSampling(iterations=25, cycle_length=10)
+    sigma, delta = 2.0, 1e-5
+    mid = epsilon_after(strategy, 1000, sigma, delta)
+    run = epscert.Accountant(noise_multiplier=sigma, steps=10, epochs=3, sampler="balls_and_bins_persistent")
+    assert mid == run.get_epsilon(delta, steps_done=25)
+    assert run.last_certificate.bound == "allocation_prefix_bracket_upper"
+    two, three = (epscert.Accountant(noise_multiplier=sigma / math.sqrt(k), steps=10).get_epsilon(delta)
+                  for k in (2, 3))
+    assert two < mid < three == accountant_for(strategy, 1000, sigma).get_epsilon(delta)
+    assert epsilon_after(strategy, 1000, sigma, delta, steps=20) == two
+    with pytest.raises(ValueError, match="steps"):
+        epsilon_after(strategy, 1000, sigma, delta, steps=26)
+
+
 # --- BandMF (issue 23): the accountant of a JAX Privacy BandMF run, against JAX Privacy itself ---------
 
 sample_generation = pytest.importorskip("jax_privacy.experimental.monte_carlo.sample_generation")

@@ -23,16 +23,31 @@ def tiny_problem(n: int = 64, seed: int = 0):
     return torch.utils.data.TensorDataset(x, y), model
 
 
-def train(model, optimizer, loader, steps: int):
-    done = 0
-    for x, y in loader:
-        optimizer.zero_grad()
-        torch.nn.functional.cross_entropy(model(x), y).backward() if len(x) else model(x).sum().backward()
-        optimizer.step()
-        done += 1
-        if done == steps:
-            return done
+def train(model, optimizer, loader, steps: int, accumulate: int = 1, epochs: int = 100):
+    """Optimizer steps over the loader's epochs (one epoch per iteration), ``accumulate`` batches each."""
+    done = seen = 0
+    for _ in range(epochs):
+        for x, y in loader:
+            torch.nn.functional.cross_entropy(model(x), y).backward() if len(x) else model(x).sum().backward()
+            seen += 1
+            if seen % accumulate == 0:
+                optimizer.step()
+                optimizer.zero_grad()
+                done += 1
+                if done == steps:
+                    return done
     return done
+
+
+def engine_by_name(sampler: epscert.BatchSampler, sigma: float, seed: int = 0, **loader_kwargs):
+    """``PrivacyEngine(accountant="epscert")`` and Opacus's own make_private over epscert's loader."""
+    eo.register()
+    ds, model = tiny_problem(sampler.dataset_size, seed)
+    engine = opacus.PrivacyEngine(accountant="epscert")
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    model, opt, loader = engine.make_private(module=model, optimizer=opt, data_loader=data_loader(
+        ds, sampler, **loader_kwargs), noise_multiplier=sigma, max_grad_norm=1.0, poisson_sampling=False)
+    return engine, model, opt, loader
 
 
 def test_collate_gives_zero_length_tensors_of_the_right_shape_and_dtype():
@@ -47,7 +62,7 @@ def test_collate_gives_zero_length_tensors_of_the_right_shape_and_dtype():
     assert sum(len(b[0]) for b in batches) == 40
 
 
-def test_real_privacy_engine_counts_steps_and_certifies_whole_epochs():
+def test_real_privacy_engine_counts_steps_and_certifies_mid_epoch():
     ds, model = tiny_problem()
     bs = epscert.BatchSampler(sampler="balls_and_bins", dataset_size=64, batch_size=8, epochs=3, seed=0)
     engine = opacus.PrivacyEngine()
@@ -57,16 +72,18 @@ def test_real_privacy_engine_counts_steps_and_certifies_whole_epochs():
                                          noise_multiplier=2.0, max_grad_norm=1.0, accountant_kwargs=kw)
     acc = engine.accountant
     assert isinstance(acc, opacus.accountants.IAccountant) and acc.mechanism() == "epscert"
-    assert opt.expected_batch_size == pytest.approx(8.0)
+    assert opt.expected_batch_size == pytest.approx(8.0) and len(loader) == 8  # one epoch per iteration
+    assert engine.get_epsilon(1e-2) == 0.0  # its hook is attached and no step is taken yet
     before = [p.detach().clone() for p in model.parameters()]
     assert train(model, opt, loader, steps=11) == 11  # one epoch of T = 8 and 3 steps of the next
-    assert len(acc) == 11
+    assert len(acc) == 11 and acc.history == [(2.0, 1 / 8, 11)] and bs.released == 11
     assert any(not torch.equal(a, b) for a, b in zip(before, model.parameters()))
-    # 11 steps: the second epoch is started, so the certificate is that of 2 whole epochs
-    expected = epscert.Accountant(noise_multiplier=2.0, steps=8, epochs=2, **kw).get_epsilon(1e-2)
+    # 11 steps: the certificate of the first 11 steps of the run, the Accountant's mid-epoch answer
+    run = epscert.Accountant(noise_multiplier=2.0, steps=8, epochs=3, **kw)
+    expected = run.get_epsilon(1e-2, steps_done=11)
     assert engine.get_epsilon(1e-2) == expected and math.isfinite(expected)
-    assert engine.get_epsilon(1e-2) > epscert.Accountant(noise_multiplier=2.0, steps=8, epochs=1,
-                                                         **kw).get_epsilon(1e-2)
+    assert acc.last_certificate.steps_done == 11
+    assert run.get_epsilon(1e-2, steps_done=8) < expected <= run.get_epsilon(1e-2, steps_done=16)
     # state_dict round trip into a fresh accountant for the same run
     fresh = eo.accountant_class()(bs, 2.0, **kw)
     fresh.load_state_dict(acc.state_dict())
@@ -76,7 +93,122 @@ def test_real_privacy_engine_counts_steps_and_certifies_whole_epochs():
     with pytest.raises(ValueError, match="batch_sampler"):
         other.load_state_dict(acc.state_dict())
     with pytest.raises(ValueError, match="noise_multiplier"):
-        acc.step(noise_multiplier=1.0, sample_rate=0.1)
+        acc.step(noise_multiplier=1.0, sample_rate=0.125)
+
+
+def test_privacy_engine_by_name_trains_and_reports_the_accountants_epsilon():
+    """``PrivacyEngine(accountant="epscert")``: T from Opacus's sample rate 1/len(loader) = 1/T."""
+    T, E, sigma, delta = 8, 2, 2.0, 1e-5
+    bs = epscert.BatchSampler(sampler="balls_and_bins", dataset_size=64, batch_size=8, epochs=E, seed=3)
+    engine, model, opt, loader = engine_by_name(bs, sigma)
+    acc = engine.accountant
+    assert type(acc).__name__ == "EpscertAccountant" and acc.batch_sampler is None
+    run = epscert.Accountant(noise_multiplier=sigma, steps=T, epochs=E)
+    before = [p.detach().clone() for p in model.parameters()]
+    assert train(model, opt, loader, steps=5) == 5
+    assert acc.history == [(sigma, 1 / T, 5)]
+    assert engine.get_epsilon(delta) == run.get_epsilon(delta, steps_done=5)  # mid-epoch
+    assert acc.last_certificate.bound == "allocation_prefix_bracket_upper"
+    assert train(model, opt, loader, steps=T * E - 5, epochs=E) == T * E - 5  # the rest of the run
+    assert any(not torch.equal(a, b) for a, b in zip(before, model.parameters()))
+    assert len(acc) == T * E and engine.get_epsilon(delta) == run.get_epsilon(delta)
+    assert acc.last_certificate.bound == "allocation_bracket_upper"
+    assert train(model, opt, loader, steps=1) == 0  # the sampler's run is over: nothing more is served
+
+
+def test_an_accountant_assigned_after_make_private_refuses_instead_of_zero():
+    """Table row 1: Opacus hooks the accountant it had during make_private; the new one counts nothing."""
+    ds, model = tiny_problem()
+    bs = epscert.BatchSampler(sampler="balls_and_bins", dataset_size=64, batch_size=8, epochs=2, seed=0)
+    engine = opacus.PrivacyEngine()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    model, opt, loader = engine.make_private(module=model, optimizer=opt, data_loader=data_loader(ds, bs),
+                                             noise_multiplier=2.0, max_grad_norm=1.0, poisson_sampling=False)
+    bound = eo.accountant_class()(bs, 2.0)
+    assert bound.get_epsilon(1e-5) == 0.0  # before training: the sampler has handed out nothing
+    engine.accountant = bound
+    assert train(model, opt, loader, steps=3) == 3
+    assert len(bound) == 0
+    with pytest.raises(ValueError, match="assigned afterwards"):
+        engine.get_epsilon(1e-5)
+    with pytest.raises(ValueError, match="assigned afterwards"):
+        eo.accountant_class()().get_epsilon(1e-5)  # unbound, no hook: it cannot know, so it refuses
+    with pytest.raises(ValueError, match="handed out"):
+        bound.attach(opt)  # 3 batches were trained without it: counting from here would leave them out
+    fresh_bs = epscert.BatchSampler(sampler="balls_and_bins", dataset_size=64, batch_size=8, epochs=2, seed=0)
+    late = eo.accountant_class()(fresh_bs, 2.0)
+    ds, model = tiny_problem()
+    engine = opacus.PrivacyEngine()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    model, opt, loader = engine.make_private(module=model, optimizer=opt, data_loader=data_loader(ds, fresh_bs),
+                                             noise_multiplier=2.0, max_grad_norm=1.0, poisson_sampling=False)
+    engine.accountant = late
+    late.attach(opt)  # before any step: from here on it counts
+    assert train(model, opt, loader, steps=3) == 3 and len(late) == 3
+
+
+def test_a_loader_over_all_epochs_is_refused_for_a_bound_accountant():
+    """Opacus reads 1/len(loader); a DataLoader over the raw sampler has len T·E, which is not 1/T."""
+    ds, model = tiny_problem()
+    bs = epscert.BatchSampler(sampler="balls_and_bins", dataset_size=64, batch_size=8, epochs=2, seed=0)
+    engine = opacus.PrivacyEngine()
+    engine.accountant = eo.accountant_class()(bs, 2.0)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    raw = torch.utils.data.DataLoader(ds, batch_sampler=bs)
+    with pytest.raises(ValueError, match="sample_rate"):
+        engine.make_private(module=model, optimizer=opt, data_loader=raw, noise_multiplier=2.0,
+                            max_grad_norm=1.0, poisson_sampling=False)
+
+
+@pytest.mark.parametrize("bound", [True, False])
+def test_gradient_accumulation_is_the_run_with_merged_steps(bound):
+    """k batches per step, k | T: Balls-and-Bins with T/k steps; k not dividing T is refused."""
+    T, sigma, delta = 8, 2.0, 1e-5
+    bs = epscert.BatchSampler(sampler="balls_and_bins", dataset_size=64, batch_size=8, epochs=2, seed=1)
+    if bound:
+        ds, model = tiny_problem()
+        engine = opacus.PrivacyEngine()
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        model, opt, loader = eo.make_private(engine, module=model, optimizer=opt, dataset=ds, batch_sampler=bs,
+                                             noise_multiplier=sigma, max_grad_norm=1.0)
+    else:
+        engine, model, opt, loader = engine_by_name(bs, sigma)
+    assert train(model, opt, loader, steps=6, accumulate=2) == 6  # 12 batches: 1.5 epochs
+    acc = engine.accountant
+    assert acc.history == [(sigma, 2 / T, 6)]
+    assert engine.get_epsilon(delta) == epscert.Accountant(noise_multiplier=sigma, steps=T // 2,
+                                                           epochs=2).get_epsilon(delta, steps_done=6)
+    if bound:
+        assert bs.released == 12
+        with pytest.raises(ValueError, match="sample_rate must stay"):
+            acc.step(noise_multiplier=sigma, sample_rate=3 / T)
+        three = eo.accountant_class()(epscert.BatchSampler(sampler="balls_and_bins", dataset_size=64,
+                                                           batch_size=8, epochs=2), sigma)
+        with pytest.raises(ValueError, match="must divide T"):
+            three.step(noise_multiplier=sigma, sample_rate=3 / T)
+
+
+def test_prefetching_workers_never_skip_a_batch():
+    """num_workers=2 prefetches; after a break the next iteration resumes at the first untrained batch."""
+    ds, model = tiny_problem()
+    bs = epscert.BatchSampler(sampler="balls_and_bins", dataset_size=64, batch_size=8, epochs=2, seed=2)
+    engine = opacus.PrivacyEngine()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    model, opt, loader = eo.make_private(engine, module=model, optimizer=opt, dataset=ds, batch_sampler=bs,
+                                         noise_multiplier=2.0, max_grad_norm=1.0,
+                                         loader_kwargs={"num_workers": 2})
+    seen = []
+    for x, y in loader:  # 3 steps, then stop: the workers have asked for more batches
+        seen.append(sorted(y.tolist()) if len(y) else [])
+        torch.nn.functional.cross_entropy(model(x), y).backward() if len(x) else model(x).sum().backward()
+        opt.step()
+        opt.zero_grad()
+        if len(seen) == 3:
+            break
+    assert bs.position > 3 and bs.released == 3 and bs.state_dict()["position"] == 3
+    assert train(model, opt, loader, steps=13, epochs=2) == 13  # the rest of the run: 5 + 8 steps
+    assert len(engine.accountant) == 16 and bs.released == 16
+    assert engine.get_epsilon(1e-5) == epscert.Accountant(noise_multiplier=2.0, steps=8, epochs=2).get_epsilon(1e-5)
 
 
 def test_guard_warns_for_shuffling_loader_with_poisson_epsilon():
@@ -129,10 +261,9 @@ def test_ten_epochs_of_234_steps_match_epscert_accountant_and_beat_opacus_poisso
     bound (ε ≈ 17.9), and it lies below both of Opacus's Poisson ε for the same σ and steps,
     computed by Opacus's own PRV and RDP accountants.
     """
-    bs = epscert.BatchSampler(sampler="balls_and_bins", dataset_size=60_000, batch_size=256, epochs=10)
-    acc = eo.accountant_class()(bs, 1.0)
-    for _ in range(2340):
-        acc.step(noise_multiplier=1.0, sample_rate=1 / 234)
+    eo.register()
+    acc = opacus.accountants.create_accountant("epscert")  # what PrivacyEngine(accountant="epscert") makes
+    acc.history = [(1.0, 1 / 234, 2340)]  # set directly, as Opacus's get_noise_multiplier does
     mine = acc.get_epsilon(1e-5)
     cert = acc.last_certificate
     assert (cert.method, cert.bound, cert.guarantee, cert.error_prob) == (
@@ -146,20 +277,46 @@ def test_ten_epochs_of_234_steps_match_epscert_accountant_and_beat_opacus_poisso
     assert mine < prv.get_epsilon(1e-5) and mine < rdp.get_epsilon(1e-5)
 
 
-def test_partial_epoch_reports_the_whole_epochs_started():
-    """After k steps of epoch e the ε is that of e whole epochs (a prefix is post-processing)."""
+def test_partial_epoch_reports_the_prefix_between_the_whole_epochs():
+    """After k steps of epoch e the ε is the prefix bracket's, between e − 1 and e whole epochs."""
     T, sigma, delta = 8, 2.0, 1e-5
     bs = epscert.BatchSampler(sampler="balls_and_bins", dataset_size=64, batch_size=8, epochs=2, seed=0)
     acc = eo.accountant_class()(bs, sigma)
-    whole = {e: epscert.Accountant(noise_multiplier=sigma, steps=T, epochs=e).get_epsilon(delta) for e in (1, 2)}
+    run = epscert.Accountant(noise_multiplier=sigma, steps=T, epochs=2)
+    whole = {e: run.get_epsilon(delta, steps_done=e * T) for e in (1, 2)}
     assert 0 < whole[1] < whole[2] < math.inf
-    assert acc.get_epsilon(delta) == 0.0  # nothing released yet
+    assert acc.get_epsilon(delta) == 0.0  # nothing handed out, nothing released yet
     seen = {}
     for k in range(1, 2 * T + 1):
+        bs.position += 1  # the loader hands out the batch the step trains on
         acc.step(noise_multiplier=sigma, sample_rate=1 / T)
         seen[k] = acc.get_epsilon(delta)
-        assert seen[k] == whole[-(-k // T)], k
-    assert {seen[1], seen[T // 2], seen[T]} == {whole[1]} and {seen[T + 1], seen[2 * T]} == {whole[2]}
+        assert seen[k] == run.get_epsilon(delta, steps_done=k), k
+    assert [seen[k] for k in sorted(seen)] == sorted(seen.values())
+    assert seen[T] == whole[1] and seen[2 * T] == whole[2] and whole[1] < seen[T + 1] < whole[2]
     assert acc.last_certificate.method == "pld_upper"
+    bs.position += 1
     with pytest.raises(ValueError, match="steps"):
         acc.step(noise_multiplier=sigma, sample_rate=1 / T)  # no certified batches after the run
+    with pytest.raises(ValueError, match="history"):
+        mixed = eo.accountant_class()()
+        mixed.history = [(1.0, 1 / 8, 3), (1.0, 1 / 4, 2)]
+        mixed.get_epsilon(delta)
+
+
+@pytest.mark.slow  # Opacus bisects σ to 0.01 in ε, one bracket per σ tried (~1 min)
+def test_opacus_make_private_with_epsilon_by_name_calibrates_on_epscert():
+    """Opacus's own calibration sets ``.history`` and asks ``get_epsilon``: by name it runs on epscert."""
+    eo.register()
+    bs = epscert.BatchSampler(sampler="balls_and_bins", dataset_size=64, batch_size=8, epochs=2, seed=0)
+    ds, model = tiny_problem()
+    engine = opacus.PrivacyEngine(accountant="epscert")
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    model, opt, loader = engine.make_private_with_epsilon(
+        module=model, optimizer=opt, data_loader=data_loader(ds, bs), target_epsilon=4.0, target_delta=1e-5,
+        epochs=2, max_grad_norm=1.0, poisson_sampling=False)
+    sigma = opt.noise_multiplier
+    assert train(model, opt, loader, steps=16, epochs=2) == 16
+    eps = engine.get_epsilon(1e-5)
+    assert eps == epscert.Accountant(noise_multiplier=sigma, steps=8, epochs=2).get_epsilon(1e-5)
+    assert 3.9 <= eps <= 4.0
