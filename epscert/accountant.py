@@ -34,7 +34,7 @@ from epscert.schema import to_table
 
 #: Analytic methods whose value is an upper bound usable as a certificate for both questions,
 #: δ(ε) and ε(δ) (rdp_upper has no ε(δ) here: pld_upper answers both, and tighter).
-_UPPER_ANALYTIC = (Method.EXACT, Method.PLD_UPPER)
+_UPPER_ANALYTIC = (Method.EXACT, Method.PLD_UPPER, Method.BRACKET_UPPER)
 
 
 class NotCertifiedWarning(UserWarning):
@@ -84,7 +84,7 @@ class Accountant:
         if not self.auto:
             check_certifiable(self.config, self.method)
         if not self.auto and not self.method.is_monte_carlo and self.method not in _UPPER_ANALYTIC:
-            raise ValueError(f"method must give an upper bound on both δ(ε) and ε(δ) (Monte Carlo, exact or pld_upper), "
+            raise ValueError(f"method must give an upper bound on both δ(ε) and ε(δ) (Monte Carlo, exact, pld_upper or bracket_upper), "
                              f"got method={method!r}")
         self.progress = progress
         self.last_table: pa.Table | None = None

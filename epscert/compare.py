@@ -28,7 +28,7 @@ from epscert.fft.compose import fft_bounds
 from epscert.fft.mechanisms import Schedule, SubsampledGaussian
 from epscert.fft.report import to_rows as fft_rows
 from epscert.results.rows import analytic_rows
-from epscert.params import (BRACKET_MAX_EPOCHS, BRACKET_MAX_STEPS, BRACKET_MIN_SIGMA, CertifyConfig,
+from epscert.params import (BRACKET_MAX_EPOCHS, BRACKET_MAX_STEPS, BRACKET_METHODS, BRACKET_MIN_SIGMA, CertifyConfig,
                             Method, Sampler)
 from epscert.progress import Callback, ProgressMeter
 from epscert.schema import to_table
@@ -58,7 +58,7 @@ def compare_rows(config: CertifyConfig, deltas: Sequence[float] = (), fft: bool 
         rows.extend(analytic_rows(base, method))
     bracket = bracket_config(config)
     if bracket is not None:
-        for method in (Method.PLD_UPPER, Method.PLD_LOWER):
+        for method in BRACKET_METHODS:
             rows.extend(analytic_rows(bracket, method))
     if fft and not config.truncated:
         schedule = Schedule.of([(SubsampledGaussian(q=1.0 / config.steps, sigma=config.sigma),
@@ -78,7 +78,7 @@ def bracket_config(config: CertifyConfig) -> CertifyConfig | None:
             and config.epochs <= BRACKET_MAX_EPOCHS):
         return None
     return dataclasses.replace(config, sampler=Sampler.BALLS_AND_BINS,
-                               methods=(Method.PLD_UPPER, Method.PLD_LOWER), orders=None)
+                               methods=BRACKET_METHODS, orders=None)
 
 
 #: Column order of the printed comparison: (label, sampler, method, value column).
@@ -91,8 +91,8 @@ COMPARE_COLUMNS = (
     ("δ_P FFT lower", "heterogeneous", "fft_lower", "delta_lower"),
     ("δ_S lower", "shuffle", "cube_lower_bound", "delta_lower"),
     ("δ_B lower", "balls_and_bins", "cube_lower_bound", "delta_lower"),
-    ("δ_B PLD lower", "balls_and_bins", "pld_lower", "delta_lower"),
-    ("δ_B PLD upper", "balls_and_bins", "pld_upper", "delta_upper"),
+    ("δ_B PLD lower", "balls_and_bins", "bracket_lower", "delta_lower"),
+    ("δ_B PLD upper", "balls_and_bins", "bracket_upper", "delta_upper"),
     ("δ_B MC mean", "balls_and_bins", "*mc", "delta"),
     ("δ_B UCB", "balls_and_bins", "*mc", "delta_upper"),
 )
@@ -115,8 +115,8 @@ def mean_in_bracket(rows: list[dict], direction: str, epsilon: float) -> str:
                                 and r["sampler"] == "balls_and_bins" and r["direction"] == direction
                                 and r["epsilon"] == epsilon and method(r["method"])), None)
     mc = pick(lambda m: Method(m).is_monte_carlo)
-    lower = pick(lambda m: m == Method.PLD_LOWER.value)
-    upper = pick(lambda m: m == Method.PLD_UPPER.value)
+    lower = pick(lambda m: m == Method.BRACKET_LOWER.value)
+    upper = pick(lambda m: m == Method.BRACKET_UPPER.value)
     if mc is None or lower is None or upper is None or mc["delta"] is None:
         return "-"
     se = mc["std_error"] or 0.0

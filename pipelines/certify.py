@@ -33,6 +33,7 @@ from epscert.params import (
     DEFAULT_ERROR_PROB, DEFAULT_PLD_DISCRETIZATION, DEFAULT_SAMPLES, CertifyConfig, Direction, Method, Sampler,
     check_float,
 )
+from epscert.montecarlo import backends
 from epscert.montecarlo.shard import auto_shards
 from pipelines.options import (
     ArgumentParser, RunnerChoice, UsageError, check_output_reachable, check_unknown_flags,
@@ -177,6 +178,11 @@ def prepare(argv: Sequence[str] | None = None, prog: str = PROG) -> CertifyJob:
     elif args.max_samples is not None:
         raise UsageError(f"--max-samples needs --target-rel-width, got max_samples={args.max_samples!r}")
     choice = choose_runner(pipeline_args)
+    if choice.local:  # the workers are this machine: a backend it cannot run is refused before the job starts
+        try:
+            backends.check_available(config)
+        except ValueError as err:
+            raise UsageError(str(err)) from None
     if args.output is None and not choice.local:
         raise UsageError(f"--output is required with runner={choice.name!r}")
     if args.output is not None:

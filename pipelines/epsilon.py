@@ -79,7 +79,7 @@ def context_epsilons(config: CertifyConfig, delta: float) -> dict[str, float]:
     out = {}
     for key, _, sampler, method in CONTEXT:
         if key == "balls_and_bins_lower_bound" and bracket_config(config) is not None:
-            method = Method.PLD_LOWER  # the PLD bracket's lower side: tighter than the cube bound
+            method = Method.BRACKET_LOWER  # the PLD bracket's lower side: tighter than the cube bound
         base = CertifyConfig(sampler=sampler, sigma=config.sigma, steps=config.steps, epochs=config.epochs,
                              epsilons=(1.0,), methods=(method,), direction=config.direction)
         (row,) = analytic_epsilon_rows(base, method, [delta])

@@ -35,8 +35,9 @@ from epscert.results.tables import certify_config
 from epscert.results.baselines import baseline_tasks
 from epscert.results.rows import analytic_bounds, base_row
 from epscert.inverse.search import epsilon_for_delta
-from epscert.params import CertifyConfig, Direction, Method, Sampler, check_float
+from epscert.params import BRACKET_METHODS, CertifyConfig, Direction, Method, Sampler, check_float
 from epscert.analytic.truncation import config_penalty
+from epscert.montecarlo.samplers import loss_sampler
 from epscert.progress import Callback, ProgressMeter
 
 DEFAULT_COARSE_GRID = (0.0, 0.125, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0,
@@ -75,6 +76,27 @@ def _brackets(coarse: np.ndarray, ucb: np.ndarray, deltas: Sequence[float]) -> d
             k = int(np.searchsorted(coarse, hi))
             out[delta] = (float(coarse[k - 1]) if k > 0 else hi, float(coarse[min(k + 1, coarse.size - 1)]))
     return out
+
+
+def mc_epsilon_floor(config: CertifyConfig, method: Method, coarse: Sequence[float] = DEFAULT_COARSE_GRID) -> float:
+    """The smallest δ whose ε :func:`mc_epsilon_rows` can certify with ``config.samples``; below it, inf.
+
+    The coarse pass must find a crossing UCB(ε) <= δ first. Its UCB at every grid ε is at least
+    s_d·(1 - β_d^{1/m}) in each direction d: the KL–Chernoff UCB of a mean 0 is 1 - β^{1/m}
+    (m·kl(0‖p) = -m·log(1 - p) = log(1/β)), it only grows with the mean, and importance sampling
+    scales it by s_d = Pr[event of the coarse grid's smallest ε] (1 without importance sampling);
+    β_d = β / #directions. The 'both' UCB is the max over directions. Rounded down (a floor that is
+    too low only lets a hopeless run start, never skips a useful one).
+    """
+    plain = dataclasses.replace(config, methods=(method,), epsilons=tuple(coarse), dataset_size=None,
+                                max_batch_size=None)
+    parts = config.direction.parts()
+    log_beta = math.log(config.error_prob / len(parts))
+    floor = -math.expm1(log_beta / config.samples)
+    if not method.uses_importance:
+        return floor * (1.0 - 1e-12)
+    sampler = loss_sampler(plain, method)
+    return max(math.exp(sampler.log_scale(d)) for d in parts) * floor * (1.0 - 1e-12)
 
 
 def mc_epsilon_rows(config: CertifyConfig, method: Method, deltas: Sequence[float],
@@ -144,9 +166,9 @@ def _delta_curve(config: CertifyConfig, method: Method, direction: Direction):
     inherits them: the bisection returns a point where the upper curve is <= δ (a valid
     certificate there) or the lower curve is > δ (then ε(δ) exceeds it, δ(·) being non-increasing).
     """
-    if method not in (Method.EXACT, Method.PLD_UPPER, Method.PLD_LOWER, Method.CUBE_LOWER_BOUND):
+    if method not in (Method.EXACT, Method.PLD_UPPER, Method.PLD_LOWER, Method.CUBE_LOWER_BOUND) + BRACKET_METHODS:
         raise ValueError(f"no ε(δ) for method={method.value!r}")
-    upper = method in (Method.EXACT, Method.PLD_UPPER)
+    upper = method in (Method.EXACT, Method.PLD_UPPER, Method.BRACKET_UPPER)
     key = "upper" if upper else "lower"
     return lambda e: float(analytic_bounds(config, method, direction, [e])[key][0])
 
@@ -174,8 +196,8 @@ def _analytic_epsilon(config: CertifyConfig, method: Method, delta: float, direc
 
 def analytic_bound_name(config: CertifyConfig, method: Method) -> str:
     """The ``bound`` column of an analytic ε(δ) row (the same names as the δ(ε) rows)."""
-    if method in (Method.PLD_UPPER, Method.PLD_LOWER) and config.sampler.base is Sampler.BALLS_AND_BINS:
-        return "allocation_bracket_upper" if method is Method.PLD_UPPER else "allocation_bracket_lower"
+    if method in BRACKET_METHODS:
+        return "allocation_bracket_upper" if method is Method.BRACKET_UPPER else "allocation_bracket_lower"
     return {Method.EXACT: "gaussian_closed_form", Method.PLD_UPPER: "pld_pessimistic",
             Method.PLD_LOWER: "pld_optimistic"}.get(method, "cube")
 
@@ -187,7 +209,8 @@ def analytic_epsilon_rows(config: CertifyConfig, method: Method, deltas: Sequenc
     parts = (Direction.REMOVE,) if method is Method.EXACT else config.direction.parts()
     rows = []
     for delta in deltas:
-        guarantee = {Method.EXACT: "exact", Method.PLD_UPPER: "upper_bound"}.get(method, "lower_bound")
+        guarantee = {Method.EXACT: "exact", Method.PLD_UPPER: "upper_bound",
+                     Method.BRACKET_UPPER: "upper_bound"}.get(method, "lower_bound")
         if guarantee == "exact" and config.truncated:
             guarantee = "upper_bound"
         eps = max(_analytic_epsilon(config, method, delta, d, guarantee != "lower_bound") for d in parts)

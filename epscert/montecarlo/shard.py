@@ -19,7 +19,7 @@ from epscert.montecarlo import accumulator as acc_mod
 from epscert.montecarlo.conditional import conditional_sampler
 from epscert.montecarlo.exactfloat import UNIT_LOG2
 from epscert.montecarlo.samplers.base import BLOCK_ELEMENTS
-from epscert.params import CertifyConfig, Direction, Method
+from epscert.params import EPSILONS_PER_PASS, CertifyConfig, Direction, Method
 from epscert.rng import shard_generator, shard_key_words
 from epscert.montecarlo import backends
 from epscert.montecarlo.samplers import loss_sampler
@@ -74,10 +74,13 @@ def run_shard(task: ShardTask, progress: Callable[[int], None] | None = None) ->
         if sampler.log_scale(direction) < LOG_NEGLIGIBLE:  # event of probability < 1e-304: δ <= s = 0.0
             acc = acc_mod.merge([acc, acc_mod.Accumulator(((direction, _zeros(task.samples, config)),))])
             continue
-        if backend == "jax":
+        if backend == "jax":  # a dense grid in passes of EPSILONS_PER_PASS (the same samples each pass)
             words = shard_key_words(config.seed, key, task.shard_index, _DIRECTION_INDEX[direction])
-            sums = jax_backend.direction_sums(sampler, method, direction, words, task.samples,
-                                              config.epsilons, progress)
+            parts = [jax_backend.direction_sums(sampler, method, direction, words, task.samples,
+                                                config.epsilons[i:i + EPSILONS_PER_PASS], progress if i == 0 else None)
+                     for i in range(0, len(config.epsilons), EPSILONS_PER_PASS)]
+            sums = acc_mod.DirectionSums(task.samples, sum((p.sum_y for p in parts), ()),
+                                         sum((p.sum_y2 for p in parts), ()))
             acc = acc_mod.merge([acc, acc_mod.Accumulator(((direction, sums),))])
             continue
         for b, start in enumerate(range(0, task.samples, block)):

@@ -25,7 +25,7 @@ from epscert.bounds.monotone import monotone_lower, monotone_upper
 from epscert.bounds.truncated_lcb import LEVELS, truncated_lcb
 from epscert.montecarlo.conditional import FLOAT_REL, conditional_sampler
 from epscert.montecarlo.conditional_ucb import add_ucb, order_stats_domination, remove_tails, remove_ucb
-from epscert.params import CertifyConfig, Direction, Method, Sampler
+from epscert.params import BRACKET_METHODS, CertifyConfig, Direction, Method, Sampler
 from epscert.montecarlo.samplers import loss_sampler
 from epscert.analytic.truncation import config_penalty
 
@@ -253,10 +253,10 @@ def _analytic_bounds(config: CertifyConfig, method: Method, direction: Direction
     if method is Method.EXACT:
         lo, hi = deterministic_bracket(s, E, eps)
         return lo, hi, "exact", "gaussian_closed_form", 0.0
-    if method in (Method.PLD_UPPER, Method.PLD_LOWER) and config.sampler is Sampler.BALLS_AND_BINS:
+    if method in BRACKET_METHODS:
         bracket = bracket_for(s, T, E)
         upper_side, lower_side = bracket.delta(eps, direction)
-        if method is Method.PLD_UPPER:
+        if method is Method.BRACKET_UPPER:
             return None, upper_side, "upper_bound", "allocation_bracket_upper", bracket.resolution
         return lower_side, None, "lower_bound", "allocation_bracket_lower", bracket.resolution
     if method in (Method.PLD_UPPER, Method.PLD_LOWER):
