@@ -22,7 +22,7 @@ from epscert.inverse.epsilon_at_delta import analytic_epsilon_rows, check_deltas
 from epscert.compare import bracket_config
 from epscert.params import CertifyConfig, Direction, Method, Sampler, steps_per_epoch
 from epscert.progress import print_to_stderr
-from pipelines.options import ArgumentParser, UsageError, parse_floats, parse_int, report_usage_error
+from pipelines.args import ArgumentParser, UsageError, parse_floats, parse_int, report_usage_error
 
 PROG = "epscert epsilon"
 #: Context printed beside the answer: (key, label, sampler, method).
@@ -58,20 +58,28 @@ def build_parser(prog: str = PROG) -> ArgumentParser:
     return parser
 
 
-def steps_of(args) -> int:
-    """--steps, or --dataset-size // --batch-size (one or the other)."""
-    if args.batch_size is not None or args.dataset_size is not None:
+def steps_from_args(args, command: str = "epsilon") -> int:
+    """--steps, or --dataset-size // --batch-size (one or the other): the same rule in every command.
+
+    In ``calibrate`` --dataset-size may also go with --max-batch-size alone (the n of truncated batches),
+    with --steps giving T.
+    """
+    truncating = getattr(args, "max_batch_size", None) is not None
+    if args.batch_size is not None or (args.dataset_size is not None and not truncating):
         if args.steps is not None:
             raise UsageError(f"give either --steps or --dataset-size and --batch-size, not both, got "
                              f"steps={args.steps}, batch_size={args.batch_size}")
         if args.batch_size is None or args.dataset_size is None:
-            raise UsageError(f"--dataset-size and --batch-size go together (steps = dataset_size // batch_size), "
-                             f"got dataset_size={args.dataset_size}, batch_size={args.batch_size}")
+            also = " (or --dataset-size with --max-batch-size for truncated batches, and --steps)" \
+                if command == "calibrate" else ""
+            raise UsageError(f"--dataset-size and --batch-size go together (steps = dataset_size // batch_size)"
+                             f"{also}, got dataset_size={args.dataset_size}, batch_size={args.batch_size}")
         return steps_per_epoch(parse_int("dataset_size", args.dataset_size, 1),
                                parse_int("batch_size", args.batch_size, 1))
     if args.steps is None:
-        raise UsageError("give --steps, or --dataset-size and --batch-size")
+        raise UsageError("give --steps, or --dataset-size and --batch-size (steps = dataset_size // batch_size)")
     return parse_int("steps", args.steps, 1)
+
 
 
 def context_epsilons(config: CertifyConfig, delta: float) -> dict[str, float]:
@@ -101,7 +109,7 @@ def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
         args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
         delta = check_deltas(parse_floats("delta", args.delta))[0]
         config = CertifyConfig(
-            sampler=args.sampler, sigma=args.sigma, steps=steps_of(args),
+            sampler=args.sampler, sigma=args.sigma, steps=steps_from_args(args),
             epochs=parse_int("epochs", args.epochs, 1), epsilons=(1.0,),
             samples=parse_int("samples", args.samples, 1), error_prob=args.error_prob,
             seed=parse_int("seed", args.seed), direction=args.direction,

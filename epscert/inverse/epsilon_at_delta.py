@@ -35,7 +35,7 @@ from epscert.results.tables import certify_config
 from epscert.results.baselines import baseline_tasks
 from epscert.results.rows import analytic_bounds, base_row
 from epscert.inverse.search import epsilon_for_delta
-from epscert.params import BRACKET_METHODS, CertifyConfig, Direction, Method, Sampler, check_float
+from epscert.params import BRACKET_METHODS, CertifyConfig, Direction, Method, Sampler, canonical_method, check_float
 from epscert.analytic.truncation import config_penalty
 from epscert.montecarlo.samplers import loss_sampler
 from epscert.progress import Callback, ProgressMeter
@@ -204,6 +204,7 @@ def analytic_bound_name(config: CertifyConfig, method: Method) -> str:
 
 def analytic_epsilon_rows(config: CertifyConfig, method: Method, deltas: Sequence[float]) -> list[dict]:
     """ε-at-δ rows of an analytic method (the max over the requested directions)."""
+    method = canonical_method(config.sampler, method)  # Balls-and-Bins pld_upper is the bracket's old name
     deltas = check_deltas(deltas)
     start = time.perf_counter()
     parts = (Direction.REMOVE,) if method is Method.EXACT else config.direction.parts()

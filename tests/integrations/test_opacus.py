@@ -136,7 +136,7 @@ def test_ten_epochs_of_234_steps_match_epscert_accountant_and_beat_opacus_poisso
     mine = acc.get_epsilon(1e-5)
     cert = acc.last_certificate
     assert (cert.method, cert.bound, cert.guarantee, cert.error_prob) == (
-        "pld_upper", "allocation_bracket_upper", "upper_bound", None)
+        "bracket_upper", "allocation_bracket_upper", "upper_bound", None)
     direct = epscert.Accountant(noise_multiplier=1.0, steps=234, epochs=10)
     assert mine == direct.get_epsilon(1e-5)  # the bracket is cached per process: no second computation
     assert math.isfinite(mine) and mine == pytest.approx(1.0476, abs=5e-3)
@@ -160,6 +160,6 @@ def test_partial_epoch_reports_the_whole_epochs_started():
         seen[k] = acc.get_epsilon(delta)
         assert seen[k] == whole[-(-k // T)], k
     assert {seen[1], seen[T // 2], seen[T]} == {whole[1]} and {seen[T + 1], seen[2 * T]} == {whole[2]}
-    assert acc.last_certificate.method == "pld_upper"
+    assert acc.last_certificate.method == "bracket_upper"
     with pytest.raises(ValueError, match="steps"):
         acc.step(noise_multiplier=sigma, sample_rate=1 / T)  # no certified batches after the run
