@@ -89,23 +89,20 @@ def certified_methods(sampler: Sampler | str) -> tuple[Method, ...]:
 def auto_methods(config: CertifyConfig) -> tuple[Method, ...]:
     """What a sweep's ``method: auto`` runs for ``config``: the candidate ``epscert epsilon`` would answer with.
 
-    The analytic candidates of the sampler that apply to this (σ, T, E), each with the other side of
+    The first analytic candidate of the sampler that applies to this (σ, T, E), with the other side of
     its bracket (Balls-and-Bins in the bracket's range: ``bracket_upper`` and ``bracket_lower``;
-    Poisson: ``pld_upper``, ``pld_lower`` and ``rdp_upper``; deterministic: ``exact``), so the rows'
-    ``method`` records which candidate it was. Monte Carlo ``auto`` only where none applies (Balls-and-Bins
-    outside the bracket's range). Domination needs the deterministic sampler's own configuration (a sweep
+    Poisson: ``pld_upper`` and ``pld_lower``, the upper side already falling back to RDP below its
+    resolution; deterministic: ``exact``), so the rows' ``method`` records which candidate it was. Monte
+    Carlo ``auto`` only where none applies (Balls-and-Bins outside the bracket's range). Domination needs the deterministic sampler's own configuration (a sweep
     adds it with ``baselines: true``); shuffling keeps Monte Carlo ``auto`` (a conjecture, labelled so).
     """
-    out: list[Method] = []
     for method in CANDIDATES[config.sampler]:
         if method is Method.AUTO or (method is Method.EXACT and config.sampler is not Sampler.DETERMINISTIC):
             continue
         if _candidate_config(config, method) is None:
             continue
-        out.append(method)
-        if method in OTHER_SIDE:
-            out.append(OTHER_SIDE[method])
-    return tuple(dict.fromkeys(out)) or (Method.AUTO,)
+        return (method, OTHER_SIDE[method]) if method in OTHER_SIDE else (method,)
+    return (Method.AUTO,)
 
 
 def samples_needed(delta: float, error_prob: float, directions: int = 2, scale: float = 1.0) -> int:

@@ -138,7 +138,7 @@ def test_candidates_and_sweep_auto():
     assert certified_methods("poisson")[0] is Method.PLD_UPPER
     assert certified_methods(Sampler.DETERMINISTIC) == (Method.EXACT,)
     config = lambda sampler, sigma=1.0, epochs=1: CertifyConfig(sampler, sigma, 100, (1.0,), epochs=epochs)  # noqa: E731
-    assert auto_methods(config("poisson")) == (Method.PLD_UPPER, Method.PLD_LOWER, Method.RDP_UPPER)
+    assert auto_methods(config("poisson")) == (Method.PLD_UPPER, Method.PLD_LOWER)
     assert auto_methods(config("deterministic")) == (Method.EXACT,)
     assert auto_methods(config("balls_and_bins")) == (Method.BRACKET_UPPER, Method.BRACKET_LOWER)
     assert auto_methods(config("balls_and_bins_persistent", 1.0, 4)) == (Method.BRACKET_UPPER, Method.BRACKET_LOWER)

@@ -140,10 +140,10 @@ def test_missing_file_is_refused(tmp_path):
 
 
 def test_method_auto_picks_the_certified_analytic_methods():
-    # issue 17: Poisson gets PLD (both sides, and RDP), deterministic its exact curve; issue 25 item 3:
+    # issue 17: Poisson gets PLD (both sides; its upper side falls back to RDP below its resolution), deterministic its exact curve; issue 25 item 3:
     # Balls-and-Bins the PLD bracket that `epscert epsilon` answers with, never Monte Carlo in its range
     configs = {c.sampler: c for c in expand(dict(BASE, sampler=["poisson", "deterministic", "balls_and_bins"],
                                                  method="auto"))}
-    assert configs[Sampler.POISSON].resolved == (Method.PLD_UPPER, Method.PLD_LOWER, Method.RDP_UPPER)
+    assert configs[Sampler.POISSON].resolved == (Method.PLD_UPPER, Method.PLD_LOWER)
     assert configs[Sampler.DETERMINISTIC].resolved == (Method.EXACT,)
     assert configs[Sampler.BALLS_AND_BINS].resolved == (Method.BRACKET_UPPER, Method.BRACKET_LOWER)
