@@ -8,6 +8,7 @@ the Prism runner).
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 import tempfile
@@ -69,11 +70,25 @@ def choose_runner(pipeline_args: Sequence[str]) -> RunnerChoice:
     for key, reason in REFUSED_RUNNERS.items():
         if key in short:
             raise UsageError(f"runner={named!r} is not supported: {reason}")
+
     local = short in LOCAL_RUNNERS or short.replace("runner", "") + "runner" in LOCAL_RUNNERS
     return RunnerChoice(options, None, named, local, "shards" if local else "off")
 
 
+def check_dataflow_installed(named: str) -> None:
+    """One line (UsageError) instead of a traceback when the Dataflow runner's client libraries are missing."""
+    try:
+        importlib.import_module("apache_beam.runners.dataflow.internal.apiclient")
+    except ImportError as err:
+        raise UsageError(f"runner={named!r} needs Beam's GCP client libraries, not installed here ({err}): "
+                         "pip install 'epscert[gcp]'") from None
+
+
 def make_pipeline(choice: RunnerChoice) -> beam.Pipeline:
+    """The pipeline for ``choice``; the Dataflow runner's client libraries are checked here (after every
+    other input check, before anything is built or submitted)."""
+    if "dataflow" in choice.name.lower():
+        check_dataflow_installed(choice.name)
     if choice.runner is not None:
         return beam.Pipeline(runner=choice.runner, options=choice.options)
     return beam.Pipeline(options=choice.options)
