@@ -7,8 +7,10 @@ This is the one table. :data:`epscert.params.SUPPORTED_METHODS` (what a configur
 it, so they cannot drift apart.
 
 It holds names (strings) only, so that the ground floor (:mod:`epscert.params`) can read it
-without an import cycle. Adding a mechanism is one place: an entry in :data:`MECHANISMS` and its
-rows in :data:`TABLE` (plus its candidates in :data:`CANDIDATES`).
+without an import cycle. Adding a mechanism is one place: an entry in :data:`MECHANISMS`, its rows in
+:func:`_rows` (``add(sampler, method, guarantee, note, mechanism="bandmf")``) and its candidates in
+:data:`CANDIDATES`; a configuration with a ``mechanism`` field validates its method against
+``methods_for(sampler, mechanism)``, and the docs page and its test pick the new rows up by themselves.
 
 Guarantees (:data:`GUARANTEES`): ``exact`` (a closed form, evaluated outward); ``bracket`` (a
 deterministic upper and lower bound, the true δ(ε) between them); ``upper_bound`` (deterministic,

@@ -20,7 +20,8 @@ from typing import Sequence
 from epscert.inverse.best import best_certificate
 from epscert.inverse.epsilon_at_delta import analytic_epsilon_rows, check_deltas
 from epscert.compare import bracket_config
-from epscert.params import CertifyConfig, Direction, Method, Sampler, steps_per_epoch
+from epscert.params import DEFAULT_PLD_DISCRETIZATION, CertifyConfig, Direction, Method, Sampler, steps_per_epoch
+from epscert.results.cost import poisson_loss_range
 from epscert.progress import print_to_stderr
 from pipelines.args import ArgumentParser, UsageError, parse_floats, parse_int, report_usage_error
 
@@ -82,6 +83,20 @@ def steps_from_args(args, command: str = "epsilon") -> int:
 
 
 
+#: The context's Poisson PLD has at most this many grid points (a coarser discretisation beyond): it is
+#: context, and a PLD of 10^5 points (T = 10^5, σ = 0.5 at 1e-4) took about 100 MB more than the answer.
+CONTEXT_MAX_PLD_POINTS = 50_000
+
+
+def context_discretization(config: CertifyConfig) -> float:
+    """The Poisson context's PLD discretisation: the default, or coarser so the grid stays under
+    CONTEXT_MAX_PLD_POINTS (a coarser pessimistic PLD is still an upper bound, only looser)."""
+    points = poisson_loss_range(config.sigma, config.steps) / DEFAULT_PLD_DISCRETIZATION
+    if points <= CONTEXT_MAX_PLD_POINTS:
+        return DEFAULT_PLD_DISCRETIZATION
+    return float(f"{DEFAULT_PLD_DISCRETIZATION * points / CONTEXT_MAX_PLD_POINTS:.2g}")
+
+
 def context_epsilons(config: CertifyConfig, delta: float) -> dict[str, float]:
     """ε(δ) of the context baselines at the configuration's (σ, T, E)."""
     out = {}
@@ -89,7 +104,8 @@ def context_epsilons(config: CertifyConfig, delta: float) -> dict[str, float]:
         if key == "balls_and_bins_lower_bound" and bracket_config(config) is not None:
             method = Method.BRACKET_LOWER  # the PLD bracket's lower side: tighter than the cube bound
         base = CertifyConfig(sampler=sampler, sigma=config.sigma, steps=config.steps, epochs=config.epochs,
-                             epsilons=(1.0,), methods=(method,), direction=config.direction)
+                             epsilons=(1.0,), methods=(method,), direction=config.direction,
+                             pld_discretization=context_discretization(config))
         (row,) = analytic_epsilon_rows(base, method, [delta])
         out[key] = row["epsilon_upper"] if row["epsilon_upper"] is not None else row["epsilon_lower"]
     return out
@@ -125,12 +141,17 @@ def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
                "epsilon": _json(cert.value), "certified": cert.finite, "method": cert.method, "bound": cert.bound,
                "guarantee": cert.guarantee, "error_prob": cert.error_prob, "notes": list(cert.notes),
                "samples_needed": cert.samples_needed, "seconds_needed": cert.seconds_needed,
-               "context": {k: _json(v) for k, v in context.items()}}
+               "context": {k: _json(v) for k, v in context.items()},
+               "context_pld_discretization": context_discretization(config) if context else None}
         print(json.dumps(out, allow_nan=False))
     else:
         print(cert.summary())
         if context:
-            print("context: " + "; ".join(label.format(_num(context[key])) for key, label, _, _ in CONTEXT))
+            h = context_discretization(config)
+            coarse = f"(PLD upper bound, discretization {h:g})" if h != DEFAULT_PLD_DISCRETIZATION else None
+            parts = [(label.replace("(PLD upper bound)", coarse) if coarse else label).format(_num(context[key]))
+                     for key, label, _, _ in CONTEXT]
+            print("context: " + "; ".join(parts))
         if cert.finite:
             for note in cert.notes:
                 print(f"note: {note}")

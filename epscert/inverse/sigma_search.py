@@ -219,11 +219,16 @@ def search_sigma(steps: int, epochs: int, epsilon: float, delta: float, directio
     floor = BRACKET_MIN_SIGMA
     # 1. a coarse σ that meets the target, the range floor, and the coarse crossing between them
     hi = min(MAX_SIGMA, max(floor * 1.01, sigma_hint))
+    res = probe.bracket(hi, COARSE).resolution  # no chain is built for this
+    if delta <= res * (1 + 1e-9):
+        raise ValueError(f"target delta={delta:g} is at or below the Balls-and-Bins PLD bracket's resolution "
+                         f"{res:.2g} (the mass past its cap, which it cannot certify below); ask for a larger delta, "
+                         "or calibrate with a Monte Carlo method")
     top = probe.side(hi, COARSE, "upper")
     while not top.meets:
         if hi >= MAX_SIGMA:
             raise ValueError(f"no σ <= {MAX_SIGMA:g} meets target_epsilon={epsilon}, delta={delta:g} on the "
-                             "Balls-and-Bins PLD bracket")
+                             "Balls-and-Bins PLD bracket (MAX_SIGMA)")
         hi = min(MAX_SIGMA, 2.0 * hi)
         top = probe.side(hi, COARSE, "upper")
     bottom = probe.side(floor, COARSE, "upper")

@@ -167,3 +167,16 @@ def test_row_accountant_exact_delta_check():
         warnings.simplefilter("error", NotCertifiedWarning)
         eps = cert.get_epsilon(1e-300)
     assert float(deterministic_delta(1.0, 1, eps)) <= 1e-300
+
+
+def test_row7_the_context_pld_is_capped_and_says_so(capsys):
+    # T = 10^5, σ = 0.5: a 10^5-point Poisson PLD at 1e-4 took ~100 MB beyond the answer; the context uses a
+    # coarser (still pessimistic) discretisation and names it
+    from pipelines.epsilon import CONTEXT_MAX_PLD_POINTS, context_discretization
+    from epscert.params import CertifyConfig
+    from epscert.results.cost import poisson_loss_range
+
+    config = CertifyConfig("balls_and_bins", 0.5, 100_000, (1.0,))
+    h = context_discretization(config)
+    assert h > 1e-4 and poisson_loss_range(0.5, 100_000) / h <= CONTEXT_MAX_PLD_POINTS * 1.05
+    assert context_discretization(CertifyConfig("balls_and_bins", 1.0, 234, (1.0,))) == 1e-4  # the README case
