@@ -21,7 +21,7 @@ from epscert.inverse.best import best_certificate
 from epscert.inverse.epsilon_at_delta import analytic_epsilon_rows, check_deltas
 from epscert.compare import bracket_config
 from epscert.params import DEFAULT_PLD_DISCRETIZATION, CertifyConfig, Direction, Method, Sampler, steps_per_epoch
-from epscert.results.cost import poisson_loss_range
+from epscert.results.cost import analytic_cost
 from epscert.progress import print_to_stderr
 from pipelines.args import ArgumentParser, UsageError, parse_floats, parse_int, report_usage_error
 
@@ -83,31 +83,39 @@ def steps_from_args(args, command: str = "epsilon") -> int:
 
 
 
-#: The context's Poisson PLD has at most this many grid points (a coarser discretisation beyond): it is
-#: context, and a PLD of 10^5 points (T = 10^5, σ = 0.5 at 1e-4) took about 100 MB more than the answer.
+#: The context's dp_accounting PLDs are capped (a coarser discretisation beyond; a coarser pessimistic PLD is
+#: still an upper bound, a coarser sliced composition still a lower bound, only looser): they are context, and
+#: at the default 1e-4 a Poisson PLD of 10^5 points (T = 10^5, σ = 0.5) took about 100 MB more than the
+#: answer, and the shuffle lower bound's E-fold sliced composition at T = 234, E = 10 (10^6 points) 460 MB.
 CONTEXT_MAX_PLD_POINTS = 50_000
+CONTEXT_MAX_SLICED_POINTS = 100_000
 
 
-def context_discretization(config: CertifyConfig) -> float:
-    """The Poisson context's PLD discretisation: the default, or coarser so the grid stays under
-    CONTEXT_MAX_PLD_POINTS (a coarser pessimistic PLD is still an upper bound, only looser)."""
-    points = poisson_loss_range(config.sigma, config.steps) / DEFAULT_PLD_DISCRETIZATION
-    if points <= CONTEXT_MAX_PLD_POINTS:
+def context_discretization(config: CertifyConfig, sampler: Sampler = Sampler.POISSON,
+                           method: Method = Method.PLD_UPPER) -> float:
+    """The discretisation of one context baseline: the default, or coarser so that its grid stays under the
+    cap (Poisson PLD: CONTEXT_MAX_PLD_POINTS; the sliced composition of a cube lower bound over E > 1 epochs:
+    CONTEXT_MAX_SLICED_POINTS). Grid sizes are :mod:`epscert.results.cost`'s estimates."""
+    base = CertifyConfig(sampler=sampler, sigma=config.sigma, steps=config.steps, epochs=config.epochs,
+                         epsilons=(1.0,), methods=(method,), direction=config.direction)
+    points = analytic_cost(base, method).points
+    cap = CONTEXT_MAX_PLD_POINTS if sampler is Sampler.POISSON else CONTEXT_MAX_SLICED_POINTS
+    if points <= cap:
         return DEFAULT_PLD_DISCRETIZATION
-    return float(f"{DEFAULT_PLD_DISCRETIZATION * points / CONTEXT_MAX_PLD_POINTS:.2g}")
+    return float(f"{DEFAULT_PLD_DISCRETIZATION * points / cap:.2g}")
 
 
-def context_epsilons(config: CertifyConfig, delta: float) -> dict[str, float]:
-    """ε(δ) of the context baselines at the configuration's (σ, T, E)."""
+def context_epsilons(config: CertifyConfig, delta: float) -> dict[str, tuple[float, float]]:
+    """ε(δ) of the context baselines at the configuration's (σ, T, E), each with the discretisation it used."""
     out = {}
     for key, _, sampler, method in CONTEXT:
         if key == "balls_and_bins_lower_bound" and bracket_config(config) is not None:
             method = Method.BRACKET_LOWER  # the PLD bracket's lower side: tighter than the cube bound
+        h = context_discretization(config, sampler, method)
         base = CertifyConfig(sampler=sampler, sigma=config.sigma, steps=config.steps, epochs=config.epochs,
-                             epsilons=(1.0,), methods=(method,), direction=config.direction,
-                             pld_discretization=context_discretization(config))
+                             epsilons=(1.0,), methods=(method,), direction=config.direction, pld_discretization=h)
         (row,) = analytic_epsilon_rows(base, method, [delta])
-        out[key] = row["epsilon_upper"] if row["epsilon_upper"] is not None else row["epsilon_lower"]
+        out[key] = (row["epsilon_upper"] if row["epsilon_upper"] is not None else row["epsilon_lower"], h)
     return out
 
 
@@ -141,16 +149,19 @@ def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
                "epsilon": _json(cert.value), "certified": cert.finite, "method": cert.method, "bound": cert.bound,
                "guarantee": cert.guarantee, "error_prob": cert.error_prob, "notes": list(cert.notes),
                "samples_needed": cert.samples_needed, "seconds_needed": cert.seconds_needed,
-               "context": {k: _json(v) for k, v in context.items()},
-               "context_pld_discretization": context_discretization(config) if context else None}
+               "context": {k: _json(v) for k, (v, _) in context.items()},
+               "context_discretization": {k: h for k, (_, h) in context.items()}}
         print(json.dumps(out, allow_nan=False))
     else:
         print(cert.summary())
         if context:
-            h = context_discretization(config)
-            coarse = f"(PLD upper bound, discretization {h:g})" if h != DEFAULT_PLD_DISCRETIZATION else None
-            parts = [(label.replace("(PLD upper bound)", coarse) if coarse else label).format(_num(context[key]))
-                     for key, label, _, _ in CONTEXT]
+            parts = []
+            for key, label, _, _ in CONTEXT:
+                value, h = context[key]
+                text = label.format(_num(value))
+                if h != DEFAULT_PLD_DISCRETIZATION:  # a coarser grid than the default: said, with its value
+                    text = text[:-1] + f", discretization {h:g})"
+                parts.append(text)
             print("context: " + "; ".join(parts))
         if cert.finite:
             for note in cert.notes:
