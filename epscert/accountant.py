@@ -43,7 +43,7 @@ from epscert.strategies import Strategy, toeplitz_strategy
 
 #: Analytic methods whose value is an upper bound usable as a certificate for both questions,
 #: δ(ε) and ε(δ) (rdp_upper has no ε(δ) here: pld_upper answers both, and tighter).
-_UPPER_ANALYTIC = (Method.EXACT, Method.PLD_UPPER, Method.COMONOTONE_UPPER_BOUND)
+_UPPER_ANALYTIC = (Method.EXACT, Method.PLD_UPPER, Method.BRACKET_UPPER, Method.COMONOTONE_UPPER_BOUND)
 
 
 class NotCertifiedWarning(UserWarning):
@@ -105,14 +105,14 @@ class Accountant:
         if not self.auto:
             check_certifiable(self.config, self.method)
         if not self.auto and not self.method.is_monte_carlo and self.method not in _UPPER_ANALYTIC:
-            raise ValueError(f"method must give an upper bound on both δ(ε) and ε(δ) (Monte Carlo, exact, pld_upper "
-                             f"or comonotone_upper_bound), got method={method!r}")
+            raise ValueError(f"method must give an upper bound on both δ(ε) and ε(δ) (Monte Carlo, exact, pld_upper, "
+                             f"bracket_upper or comonotone_upper_bound), got method={method!r}")
         self.progress = progress
         self.last_table: pa.Table | None = None
         self.last_certificate: Certificate | None = None
         self._certificates: dict[tuple, Certificate] = {}
-        # the prefix bracket answers mid-epoch questions for method auto and pld_upper
-        self._prefix = self.auto or self.method is Method.PLD_UPPER
+        # the prefix bracket answers mid-epoch questions for method auto and bracket_upper (pld_upper)
+        self._prefix = self.auto or self.method is Method.BRACKET_UPPER
 
     def get_delta(self, epsilon: float, steps_done: int | None = None) -> float:
         """Certified upper bound on δ(ε) (both directions, truncation penalty included).
@@ -240,17 +240,25 @@ class Accountant:
         return Interval(lower, estimate, upper)
 
     @staticmethod
-    def calibrate(target_epsilon: float, target_delta: float, steps: int, epochs: int = 1,
+    def calibrate(target_epsilon: float, target_delta: float, steps: int | None = None, epochs: int = 1,
                   sampler: str = "balls_and_bins", method: str = "auto", samples: int = DEFAULT_SAMPLES,
                   error_prob: float = DEFAULT_ERROR_PROB, seed: int = 0, progress: Callback | None = None,
+                  dataset_size: int | None = None, batch_size: int | None = None, max_batch_size: int | None = None,
                   **kwargs) -> Calibration:
         """Smallest noise multiplier whose certified ε(target_delta) <= target_epsilon.
 
-        The returned :class:`~epscert.inverse.calibrate.Calibration` holds the σ, the fresh-seed
-        certificate and the Poisson σ for the same target.
+        The run is ``steps`` per epoch, or ``dataset_size`` and ``batch_size`` (steps = dataset_size //
+        batch_size, as in the constructor and ``epscert epsilon``/``calibrate``); ``dataset_size`` with
+        ``max_batch_size`` asks for truncated batches. The returned
+        :class:`~epscert.inverse.calibrate.Calibration` holds the σ (on the bracket: within 0.1% of the
+        optimum, checked on both sides), the certificate rows and the Poisson σ for the same target.
         """
         target_epsilon = check_float("target_epsilon", target_epsilon, low=0.0, low_open=False, high=MAX_EPSILON,
                                      high_open=False)
+        steps = resolve_steps(steps, dataset_size, batch_size)
+        truncation = dict(dataset_size=dataset_size, max_batch_size=max_batch_size) \
+            if max_batch_size is not None or batch_size is None else {}
         config = CertifyConfig(sampler=sampler, sigma=1.0, steps=steps, epochs=epochs, epsilons=(target_epsilon,),
-                               methods=(method,), samples=samples, error_prob=error_prob, seed=seed, **kwargs)
+                               methods=(method,), samples=samples, error_prob=error_prob, seed=seed,
+                               **truncation, **kwargs)
         return calibrate_sigma(config, target_epsilon, target_delta, progress=progress)

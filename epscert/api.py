@@ -6,12 +6,14 @@ It runs exactly the functions the Beam job distributes (see
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Callable, Sequence
 
 import pyarrow as pa
 
-from epscert.params import DEFAULT_ERROR_PROB, DEFAULT_SAMPLES, CertifyConfig
-from epscert.results.cost import check_pld_memory
+from epscert.montecarlo.backends import check_available
+from epscert.params import DEFAULT_ERROR_PROB, DEFAULT_SAMPLES, CertifyConfig, check_float, check_int
+from epscert.results.cost import CERTIFY_MAX_CPU_HOURS, check_cpu_hours, check_pld_memory, config_cost
 from epscert.results.rows import analytic_rows
 from epscert.results.tables import certify_config
 from epscert.results.waves import waves_rows
@@ -41,6 +43,7 @@ def certify(
     max_samples: int | None = None,
     backend: str = "numpy",
     strategy=None,
+    max_cpu_hours: float | None = CERTIFY_MAX_CPU_HOURS,
 ) -> pa.Table:
     """δ(ε) of a DP-SGD batch sampler, with certified Monte Carlo bounds and analytic baselines.
 
@@ -62,6 +65,10 @@ def certify(
     ``target_rel_width`` (with ``max_samples``, default 64 x ``samples``): Monte Carlo methods run
     waves of doubling samples until UCB / LCB <= 1 + w (:mod:`epscert.results.waves`, β spent as
     β·2^{-(k+1)} in wave k).
+    Cost guards, before any work (the same as ``epscert certify``): the run's single-core time is estimated
+    from its configuration (:mod:`epscert.results.cost`) and a run above ``max_cpu_hours`` (default 1) is
+    refused with the estimate (``max_cpu_hours=None`` lifts the cap); a dp_accounting PLD above 8 GiB is
+    refused; ``backend='jax'`` without JAX is refused.
     """
     kwargs = {} if pld_discretization is None else {"pld_discretization": pld_discretization}
     config = CertifyConfig(
@@ -71,9 +78,19 @@ def certify(
         max_batch_size=max_batch_size, backend=backend, strategy=strategy, **kwargs,
     )
     check_pld_memory(config)  # a PLD grid past the memory cap is refused before any work
+    check_available(config)
+    if max_cpu_hours is not None:
+        max_cpu_hours = check_float("max_cpu_hours", max_cpu_hours, low=0.0, low_open=True)
+    budget = 64 * config.samples if max_samples is None else max_samples
+    if target_rel_width is not None:
+        target_rel_width = check_float("target_rel_width", target_rel_width, low=0.0, low_open=True)
+        budget = check_int("max_samples", budget, config.samples)
+    planned = config if target_rel_width is None else dataclasses.replace(config, samples=2 * budget)
+    check_cpu_hours(config_cost(planned), max_cpu_hours, f"certify({config.sampler.value}, sigma={config.sigma:g}, "
+                    f"steps={config.steps}, epochs={config.epochs}, samples={planned.samples})",
+                    "lower samples, or pass max_cpu_hours= a larger number (None: no cap)")
     if target_rel_width is None:
         return certify_config(config, progress=progress)
-    budget = 64 * config.samples if max_samples is None else max_samples
     rows = []
     for method in config.resolved:
         if method.is_monte_carlo:

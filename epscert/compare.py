@@ -4,8 +4,9 @@ For each ε: δ_D (exact), δ_P (the PLD bracket's upper and lower sides, RDP), 
 Fourier accountant's certified bracket (the homogeneous schedule of T·E Poisson-subsampled
 Gaussian steps), the shuffle and Balls-and-Bins lower bounds, the deterministic Balls-and-Bins
 PLD bracket (:mod:`epscert.allocation`, where σ, T, E are in its range), and the Balls-and-Bins
-Monte Carlo mean and UCB, with a check that the Monte Carlo mean lies inside the bracket within
-4 standard errors (the two methods share no code, so each checks the other). For each δ: the same as ε(δ). The hidden-state bound needs loss
+Monte Carlo mean and UCB, with a check of where the Monte Carlo mean lies against the bracket: inside,
+within k standard errors of it, or outside (more than 4; the two methods share no code, so each checks
+the other). For each δ: the same as ε(δ). The hidden-state bound needs loss
 assumptions (convexity, smoothness) that (σ, T, E) alone do not give, so it is not included.
 
 The comparison is of fresh Balls-and-Bins (``sampler='balls_and_bins'``) against the others;
@@ -28,7 +29,7 @@ from epscert.fft.compose import fft_bounds
 from epscert.fft.mechanisms import Schedule, SubsampledGaussian
 from epscert.fft.report import to_rows as fft_rows
 from epscert.results.rows import analytic_rows
-from epscert.params import (BRACKET_MAX_EPOCHS, BRACKET_MAX_STEPS, BRACKET_MIN_SIGMA, CertifyConfig,
+from epscert.params import (BRACKET_MAX_EPOCHS, BRACKET_MAX_STEPS, BRACKET_METHODS, BRACKET_MIN_SIGMA, CertifyConfig,
                             Method, Sampler)
 from epscert.progress import Callback, ProgressMeter
 from epscert.schema import to_table
@@ -58,7 +59,7 @@ def compare_rows(config: CertifyConfig, deltas: Sequence[float] = (), fft: bool 
         rows.extend(analytic_rows(base, method))
     bracket = bracket_config(config)
     if bracket is not None:
-        for method in (Method.PLD_UPPER, Method.PLD_LOWER):
+        for method in BRACKET_METHODS:
             rows.extend(analytic_rows(bracket, method))
     if fft and not config.truncated:
         schedule = Schedule.of([(SubsampledGaussian(q=1.0 / config.steps, sigma=config.sigma),
@@ -78,7 +79,7 @@ def bracket_config(config: CertifyConfig) -> CertifyConfig | None:
             and config.epochs <= BRACKET_MAX_EPOCHS):
         return None
     return dataclasses.replace(config, sampler=Sampler.BALLS_AND_BINS,
-                               methods=(Method.PLD_UPPER, Method.PLD_LOWER), orders=None)
+                               methods=BRACKET_METHODS, orders=None)
 
 
 #: Column order of the printed comparison: (label, sampler, method, value column).
@@ -91,8 +92,8 @@ COMPARE_COLUMNS = (
     ("δ_P FFT lower", "heterogeneous", "fft_lower", "delta_lower"),
     ("δ_S lower", "shuffle", "cube_lower_bound", "delta_lower"),
     ("δ_B lower", "balls_and_bins", "cube_lower_bound", "delta_lower"),
-    ("δ_B PLD lower", "balls_and_bins", "pld_lower", "delta_lower"),
-    ("δ_B PLD upper", "balls_and_bins", "pld_upper", "delta_upper"),
+    ("δ_B PLD lower", "balls_and_bins", "bracket_lower", "delta_lower"),
+    ("δ_B PLD upper", "balls_and_bins", "bracket_upper", "delta_upper"),
     ("δ_B MC mean", "balls_and_bins", "*mc", "delta"),
     ("δ_B UCB", "balls_and_bins", "*mc", "delta_upper"),
 )
@@ -103,27 +104,40 @@ BRACKET_CHECK_SE = 4.0
 
 
 def mean_in_bracket(rows: list[dict], direction: str, epsilon: float) -> str:
-    """'yes' / 'NO' if the Monte Carlo mean at ε lies in [lower − 4 SE, upper + 4 SE]; '-' if either is missing.
+    """Where the Monte Carlo mean at ε lies against the PLD bracket [lower, upper]: one of
 
-    An independent check, not a certificate: with a correct bracket and estimator, 'NO' has
-    probability about 6e-5 per ε (a 4σ normal deviation of the mean). The standard error used is
-    the larger of the sample one and sqrt(upper·s/m): a mean of m values in [0, s] with mean
-    μ <= upper has variance <= μ·s/m, so a run that saw no sample past the threshold (mean 0,
-    sample SE 0) is not called a contradiction when the bracket says hits were unlikely.
+    - ``inside``: lower <= mean <= upper;
+    - ``within k SE``: outside the bracket by k <= 4 standard errors (``below``/``above`` says which side);
+    - ``OUTSIDE (k SE below|above)``: more than 4 standard errors away;
+    - ``-``: a value is missing.
+
+    An independent check, not a certificate: with a correct bracket and estimator a mean more than 4 SE
+    away has probability about 6e-5 per ε (a 4σ normal deviation), and a mean just outside the bracket
+    within a few SE is the ordinary scatter of an estimate. The standard error used is the larger of the
+    sample one and sqrt(upper·s/m): a mean of m values in [0, s] with mean μ <= upper has variance
+    <= μ·s/m, so a run that saw no sample past the threshold (mean 0, sample SE 0) is not called a
+    contradiction when the bracket says hits were unlikely.
     """
     pick = lambda method: next((r for r in rows if r["quantity"] == "delta_at_epsilon"  # noqa: E731
                                 and r["sampler"] == "balls_and_bins" and r["direction"] == direction
                                 and r["epsilon"] == epsilon and method(r["method"])), None)
     mc = pick(lambda m: Method(m).is_monte_carlo)
-    lower = pick(lambda m: m == Method.PLD_LOWER.value)
-    upper = pick(lambda m: m == Method.PLD_UPPER.value)
+    lower = pick(lambda m: m == Method.BRACKET_LOWER.value)
+    upper = pick(lambda m: m == Method.BRACKET_UPPER.value)
     if mc is None or lower is None or upper is None or mc["delta"] is None:
         return "-"
+    lo, up, mean = lower["delta_lower"], upper["delta_upper"], mc["delta"]
+    if lo <= mean <= up:
+        return "inside"
     se = mc["std_error"] or 0.0
     if mc.get("samples") and mc.get("scale"):
-        se = max(se, math.sqrt(upper["delta_upper"] * mc["scale"] / mc["samples"]))
-    inside = lower["delta_lower"] - BRACKET_CHECK_SE * se <= mc["delta"] <= upper["delta_upper"] + BRACKET_CHECK_SE * se
-    return "yes" if inside else "NO"
+        se = max(se, math.sqrt(up * mc["scale"] / mc["samples"]))
+    gap, side = (lo - mean, "below") if mean < lo else (mean - up, "above")
+    k = gap / se if se > 0 else math.inf
+    shown = f"{math.ceil(k * 10) / 10:g}" if math.isfinite(k) else "inf"
+    if k <= BRACKET_CHECK_SE:
+        return f"within {shown} SE {side}"
+    return f"OUTSIDE ({shown} SE {side})"
 
 
 def mean_resolved(row: dict) -> bool:
@@ -140,7 +154,7 @@ def mean_resolved(row: dict) -> bool:
 
 def pivot(rows: list[dict], direction: str = "both") -> tuple[list[str], list[list]]:
     """(header, table) of δ per ε and, for ε(δ) rows, ε per δ, in COMPARE_COLUMNS order."""
-    header = ["quantity"] + [c[0] for c in COMPARE_COLUMNS] + ["MC mean in PLD bracket"]
+    header = ["quantity"] + [c[0] for c in COMPARE_COLUMNS] + ["MC mean vs PLD bracket"]
     table = []
     keys = sorted({("delta_at_epsilon", r["epsilon"]) for r in rows if r["quantity"] == "delta_at_epsilon"}
                   | {("epsilon_at_delta", r["target_delta"]) for r in rows if r["quantity"] == "epsilon_at_delta"})

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import functools
 import hashlib
 import json
 import math
@@ -17,7 +18,9 @@ from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
+from epscert import support
 from epscert.rng import check_seed
+from epscert.support import BRACKET_MAX_EPOCHS, BRACKET_MAX_STEPS, BRACKET_MIN_SIGMA  # noqa: F401 (re-exported)
 
 #: A single sample may not need more than this (beyond it, use order statistics).
 MAX_SAMPLE_BYTES = 2**30
@@ -34,10 +37,13 @@ MAX_SIGMA = 1e100
 #: Largest ε accepted anywhere (grids, targets): e^ε must stay finite in double precision
 #: (e^709 is the last), with room for the sums that carry it; past it formulas gave NaN or 1/0.
 MAX_EPSILON = 500.0
-#: Most ε values in one grid, and what each costs per block of samples (measured: a 10,001-value
-#: grid asked for a 2.44 GiB allocation, about 0.25 MiB per ε).
-MAX_EPSILONS = 1000
+#: A dense ε grid is streamed: Monte Carlo sums take at most EPSILONS_PER_PASS values of ε per pass over a
+#: block (measured before streaming: a 10,001-value grid asked for a 2.44 GiB allocation, about 0.25 MiB
+#: per ε of one pass), so memory no longer grows with the grid. MAX_EPSILONS bounds the rows instead (a
+#: few per ε, method and direction, kept in memory as one table).
+EPSILONS_PER_PASS = 1000
 EPSILON_BLOCK_BYTES = 2.44 * 2**30 / 10_001
+MAX_EPSILONS = 20_000
 #: Sampling backends (epscert.montecarlo.backends): 'auto' takes JAX when a GPU is visible.
 BACKENDS = ("numpy", "jax", "auto")
 #: What the JAX backend has kernels for (its check_supported says the same).
@@ -51,6 +57,9 @@ DEFAULT_PLD_DISCRETIZATION = 1e-4
 #: these defaults for the API (certify, Accountant, Accountant.calibrate) and every CLI command.
 DEFAULT_SAMPLES = 100_000
 DEFAULT_ERROR_PROB = 0.01
+#: Smallest failure probability β accepted: β/2 per direction, log(1/β) and β/|grid| must stay normal
+#: doubles (error_prob=5e-324 used to become 0 after the split and fail later, naming a value never typed).
+MIN_ERROR_PROB = 1e-300
 
 
 class Direction(str, enum.Enum):
@@ -98,6 +107,8 @@ class Method(str, enum.Enum):
     CONDITIONAL_ORDER_STATS = "conditional_order_stats"
     INDEPENDENT_LOWER_BOUND = "independent_lower_bound"
     COMONOTONE_UPPER_BOUND = "comonotone_upper_bound"
+    BRACKET_UPPER = "bracket_upper"  # the Balls-and-Bins PLD bracket (epscert.allocation), upper side
+    BRACKET_LOWER = "bracket_lower"  # and its lower side
 
     @property
     def is_monte_carlo(self) -> bool:
@@ -146,19 +157,10 @@ _MONTE_CARLO = frozenset(
      Method.CONDITIONAL, Method.CONDITIONAL_ORDER_STATS}
 )
 
-#: Which methods each sampler supports (AUTO resolves to one Monte Carlo method).
+#: Which methods each sampler supports: read from the one table of :mod:`epscert.support`
+#: (AUTO resolves to one Monte Carlo method).
 SUPPORTED_METHODS: dict[Sampler, frozenset[Method]] = {
-    Sampler.BALLS_AND_BINS: frozenset(
-        {Method.NAIVE, Method.IMPORTANCE, Method.ORDER_STATS, Method.IMPORTANCE_ORDER_STATS,
-         Method.AUTO, Method.CUBE_LOWER_BOUND, Method.PLD_UPPER, Method.PLD_LOWER, Method.CONDITIONAL,
-         Method.CONDITIONAL_ORDER_STATS}
-    ),
-    Sampler.DETERMINISTIC: frozenset({Method.NAIVE, Method.IMPORTANCE, Method.AUTO, Method.EXACT}),
-    Sampler.POISSON: frozenset(
-        {Method.NAIVE, Method.AUTO, Method.PLD_UPPER, Method.PLD_LOWER, Method.RDP_UPPER}
-    ),
-    Sampler.SHUFFLE: frozenset({Method.NAIVE, Method.AUTO, Method.CUBE_LOWER_BOUND}),
-    Sampler.SHUFFLE_PERSISTENT: frozenset({Method.NAIVE, Method.AUTO, Method.CUBE_LOWER_BOUND}),
+    s: frozenset({Method.AUTO, *(Method(m) for m in support.methods_for(s.value))}) for s in Sampler
 }
 #: The persistent variant is certified as one epoch at σ/√E; the conditional estimator is wired for the
 #: fresh sampler only (ask for balls_and_bins at σ/√E, epochs=1, to run it on the reduction).
@@ -168,22 +170,18 @@ SUPPORTED_METHODS[Sampler.BALLS_AND_BINS_PERSISTENT] = SUPPORTED_METHODS[Sampler
 #: Methods of the matrix mechanism (a ``strategy`` with ``balls_and_bins_persistent``,
 #: :mod:`epscert.montecarlo.samplers.matrix_pair`): Monte Carlo ``naive``, ``importance`` and
 #: ``conditional`` (``auto``), the deterministic bounds of :mod:`epscert.analytic.matrix`, ``exact``
-#: for one bin (b = 1) and the Balls-and-Bins bracket (``pld_upper``/``pld_lower``) for C = c·I
+#: for one bin (b = 1) and the Balls-and-Bins bracket (``bracket_upper``/``bracket_lower``) for C = c·I
 #: when b divides n. Order statistics need exchangeable coordinates, which correlated modes are not.
 MATRIX_METHODS = frozenset({Method.NAIVE, Method.IMPORTANCE, Method.CONDITIONAL, Method.AUTO, Method.EXACT,
-                            Method.PLD_UPPER, Method.PLD_LOWER, Method.INDEPENDENT_LOWER_BOUND,
+                            Method.BRACKET_UPPER, Method.BRACKET_LOWER, Method.INDEPENDENT_LOWER_BOUND,
                             Method.COMONOTONE_UPPER_BOUND})
 #: The JAX backend's matrix-mechanism kernels (:mod:`epscert.montecarlo.backends.jax_matrix`).
 JAX_MATRIX_KERNELS = ("naive", "importance", "conditional")
 #: Largest cycle length b of a matrix mechanism (the b x b Gram matrix: 2 GiB at 16384).
 MAX_CYCLE_LENGTH = 16384
 
-#: The deterministic Balls-and-Bins bracket (``pld_upper``/``pld_lower``, epscert.allocation)
-#: accepts σ >= BRACKET_MIN_SIGMA (below it the lognormal factor is too heavy-tailed for the
-#: default cells), T <= BRACKET_MAX_STEPS and E <= BRACKET_MAX_EPOCHS.
-BRACKET_MIN_SIGMA = 0.3
-BRACKET_MAX_STEPS = 10**6
-BRACKET_MAX_EPOCHS = 1000
+#: The bracket methods (Balls-and-Bins only).
+BRACKET_METHODS = (Method.BRACKET_UPPER, Method.BRACKET_LOWER)
 
 #: ``auto`` switches Balls-and-Bins to order statistics above this many steps.
 AUTO_ORDER_STATS_MIN_STEPS = 2000
@@ -201,13 +199,47 @@ def show(value: object) -> str:
 
 
 def _enum(kind: type[enum.Enum], name: str, value: object) -> enum.Enum:
+    """The member named ``value``; names are read case-insensitively, '-' as '_' ('Poisson', 'balls-and-bins')."""
     if isinstance(value, kind):
         return value
+    if isinstance(value, str) and value.isascii():
+        value = value.strip().lower().replace("-", "_")
     try:
         return kind(value)
     except ValueError:
         allowed = ", ".join(m.value for m in kind)
         raise ValueError(f"{name} must be one of {allowed}; got {name}={show(value)}") from None
+
+
+def canonical_method(sampler: Sampler, method: Method) -> Method:
+    """``method`` under its current name for ``sampler``: Balls-and-Bins ``pld_upper``/``pld_lower`` are
+    the old names of ``bracket_upper``/``bracket_lower`` (:data:`epscert.support.ALIASES`)."""
+    return Method(support.canonical_method(sampler.value, method.value))
+
+
+def bracket_limit(sampler: object, sigma: float, steps: int, epochs: int) -> str | None:
+    """None where the Balls-and-Bins PLD bracket applies to (σ, T, E); else the limit that stops it, named.
+
+    A persistent sampler is certified as one epoch at σ/√E (:func:`persistent_reduction`); a sampler that
+    is not Balls-and-Bins has no bracket.
+    """
+    kind = parse_sampler(sampler)
+    if kind.base is not Sampler.BALLS_AND_BINS:
+        return f"the PLD bracket is for Balls-and-Bins only, got sampler={kind.value!r}"
+    note = ""
+    if kind.is_persistent:
+        _, sigma, epochs = persistent_reduction(kind, sigma, epochs)
+        note = " (the persistent sampler's reduction to one epoch at σ/√E)"
+    if sigma < BRACKET_MIN_SIGMA:
+        return (f"sigma must be >= {BRACKET_MIN_SIGMA} for the Balls-and-Bins PLD bracket (BRACKET_MIN_SIGMA), "
+                f"got sigma={show(sigma)}{note}")
+    if steps > BRACKET_MAX_STEPS:
+        return (f"steps must be <= {BRACKET_MAX_STEPS} for the Balls-and-Bins PLD bracket (BRACKET_MAX_STEPS), "
+                f"got steps={show(steps)}")
+    if epochs > BRACKET_MAX_EPOCHS:
+        return (f"epochs must be <= {BRACKET_MAX_EPOCHS} for the Balls-and-Bins PLD bracket (BRACKET_MAX_EPOCHS), "
+                f"got epochs={show(epochs)}")
+    return None
 
 
 def check_int(name: str, value: object, minimum: int) -> int:
@@ -244,12 +276,24 @@ def check_float(name: str, value: object, *, low: float, low_open: bool,
         raise ValueError(f"{name} must be a number, got {name}={show(value)}") from None
     if isinstance(value, bool) or not math.isfinite(out):
         raise ValueError(f"{name} must be a finite number, got {name}={show(value)}")
+    if out == 0.0 and underflows(value):
+        raise ValueError(f"{name}={show(value)} underflows to 0 in double precision (the smallest positive "
+                         f"double is about 5e-324); {name} must be in {'(' if low_open else '['}{low}, {high}"
+                         f"{')' if high_open else ']'}")
     bad_low = out <= low if low_open else out < low
     bad_high = out >= high if high_open else out > high
     if bad_low or bad_high:
         lo, hi = ("(" if low_open else "["), (")" if high_open else "]")
         raise ValueError(f"{name} must be in {lo}{low}, {high}{hi}, got {name}={show(value)}")
     return out
+
+
+def underflows(text: object) -> bool:
+    """Whether ``text`` is a number written with a nonzero digit that float() turns into 0 ('1e-400')."""
+    if not isinstance(text, str):
+        return False
+    mantissa = text.strip().lower().split("e", 1)[0]
+    return any(c in "123456789" for c in mantissa)
 
 
 def steps_per_epoch(dataset_size: object, batch_size: object) -> int:
@@ -366,7 +410,7 @@ class CertifyConfig:
         set_("seed", check_seed(self.seed))
         if not isinstance(self.backend, str) or self.backend not in BACKENDS:
             raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, got backend={show(self.backend)}")
-        set_("error_prob", check_float("error_prob", self.error_prob, low=0.0, low_open=True,
+        set_("error_prob", check_float("error_prob", self.error_prob, low=MIN_ERROR_PROB, low_open=False,
                                        high=1.0, high_open=True))
         set_("pld_discretization", check_float("pld_discretization", self.pld_discretization,
                                                low=0.0, low_open=True, high=1.0))
@@ -376,7 +420,7 @@ class CertifyConfig:
             methods = (methods,)
         if not isinstance(methods, Sequence) or len(methods) == 0:
             raise ValueError(f"method must be a method name or a non-empty list, got method={show(self.methods)}")
-        methods = tuple(dict.fromkeys(_enum(Method, "method", m) for m in methods))
+        methods = tuple(dict.fromkeys(canonical_method(self.sampler, _enum(Method, "method", m)) for m in methods))
         set_("methods", methods)
         if self.strategy is not None:
             self._check_strategy()
@@ -431,22 +475,11 @@ class CertifyConfig:
 
     def _check_bracket(self) -> None:
         """The Balls-and-Bins PLD bracket's range of σ, T and E, refused before any work."""
-        if self.sampler.base is not Sampler.BALLS_AND_BINS or not any(
-                m in (Method.PLD_UPPER, Method.PLD_LOWER) for m in self.methods):
+        if not any(m in BRACKET_METHODS for m in self.methods):
             return
-        if self.sampler.is_persistent:
-            self.reduced()._check_bracket()  # certified as one epoch at σ/√E
-            return
-        if self.sigma < BRACKET_MIN_SIGMA:
-            raise ValueError(f"sigma must be >= {BRACKET_MIN_SIGMA} for the Balls-and-Bins PLD bracket "
-                             f"(method pld_upper/pld_lower), got sigma={show(self.sigma)}; "
-                             f"use a Monte Carlo method below it")
-        if self.steps > BRACKET_MAX_STEPS:
-            raise ValueError(f"steps must be <= {BRACKET_MAX_STEPS} for the Balls-and-Bins PLD bracket, "
-                             f"got steps={show(self.steps)}")
-        if self.epochs > BRACKET_MAX_EPOCHS:
-            raise ValueError(f"epochs must be <= {BRACKET_MAX_EPOCHS} for the Balls-and-Bins PLD bracket, "
-                             f"got epochs={show(self.epochs)}")
+        reason = bracket_limit(self.sampler, self.sigma, self.steps, self.epochs)
+        if reason:
+            raise ValueError(f"{reason}; use a Monte Carlo method outside it")
 
     def _check_importance(self) -> None:
         for m in self.methods:
@@ -541,21 +574,21 @@ class CertifyConfig:
                 raise ValueError(f"method={m.value!r} does not apply to a matrix mechanism; allowed: {allowed}")
             if m is Method.EXACT and b != 1:
                 raise ValueError(f"method='exact' needs one bin (steps=1: the Gaussian mechanism), got steps={b}")
-            if m in (Method.PLD_UPPER, Method.PLD_LOWER) and not (self.strategy.is_identity() and n % b == 0):
+            if m in (Method.BRACKET_UPPER, Method.BRACKET_LOWER) and not (self.strategy.is_identity() and n % b == 0):
                 raise ValueError(f"method={m.value!r} (the Balls-and-Bins bracket) needs C = c*I and steps dividing "
                                  f"iterations, got {self.strategy.describe()} with iterations={n}, steps={b}; use "
                                  "independent_lower_bound / comonotone_upper_bound or a Monte Carlo method")
         set_("resolved", tuple(dict.fromkeys(Method.CONDITIONAL if m is Method.AUTO else m for m in self.methods)))
         if self.shards > self.samples and any(m.is_monte_carlo for m in self.resolved):
             raise ValueError(f"shards must be <= samples, got shards={self.shards}, samples={self.samples}")
-        brackets = (Method.INDEPENDENT_LOWER_BOUND, Method.PLD_UPPER, Method.PLD_LOWER)
+        brackets = (Method.INDEPENDENT_LOWER_BOUND, Method.BRACKET_UPPER, Method.BRACKET_LOWER)
         if b > 1 and any(m in brackets for m in self.resolved):
             v_min = float(self.strategy.gram(b).g0.diagonal().min()) / self.sigma**2
             if not v_min > 0.0:
                 raise ValueError("a mode of this strategy has zero norm (is c_col[0] = 0?): the Balls-and-Bins "
-                                 "bracket of independent_lower_bound / pld_* does not apply")
+                                 "bracket of independent_lower_bound / bracket_* does not apply")
             if 1.0 / math.sqrt(v_min) < BRACKET_MIN_SIGMA:
-                raise ValueError(f"independent_lower_bound / pld_* use the Balls-and-Bins bracket at sigma_eff = "
+                raise ValueError(f"independent_lower_bound / bracket_* use the Balls-and-Bins bracket at sigma_eff = "
                                  f"1/sqrt(min_j G_jj) = {1.0 / math.sqrt(v_min):.4g}, below its limit "
                                  f"{BRACKET_MIN_SIGMA} (sigma={self.sigma}); use a Monte Carlo method")
         if self.backend == "jax":
@@ -595,10 +628,10 @@ class CertifyConfig:
         """
         if len(self.epsilons) > MAX_EPSILONS:
             raise ValueError(
-                f"epsilons has {len(self.epsilons)} values; every epsilon adds about "
-                f"{EPSILON_BLOCK_BYTES / 2**20:.2f} MiB to each block of samples (about "
-                f"{len(self.epsilons) * EPSILON_BLOCK_BYTES / 2**30:.2f} GiB here), limit {MAX_EPSILONS} values; "
-                "use a coarser grid, or epsilon at a delta (Accountant.get_epsilon, compare --deltas)")
+                f"epsilons has {len(self.epsilons)} values, more than MAX_EPSILONS={MAX_EPSILONS} (the grid is "
+                "streamed through the sampler, but its result rows, a few per ε, are held in memory as one table); "
+                "split the grid over several runs, or ask for epsilon at a delta (Accountant.get_epsilon, "
+                "compare --deltas)")
         for m in self.resolved:
             if not m.is_monte_carlo:
                 continue
@@ -636,9 +669,10 @@ class CertifyConfig:
             **({"strategy": self.strategy.to_dict()} if self.strategy is not None else {}),
         }
 
-    @property
+    @functools.cached_property
     def config_id(self) -> str:
-        """Stable 16-hex-digit hash of every field but ``shards`` (same request -> same id, any machine).
+        """Stable 16-hex-digit hash of every field but ``shards`` (same request -> same id, any machine);
+        computed once per object (each row carries it: a 10,001-value grid hashed it per row, quadratically).
 
         The shard count is left out: the samples are the same for every shard layout (SPEC §10,
         :mod:`epscert.montecarlo.shard`), so it is how the work is split, not what is computed, and

@@ -91,3 +91,51 @@ class ProgressMeter:
             return
         self.last = now
         self.callback(ProgressUpdate(self.stage, self.done, self.total, self.unit, now - self.start))
+
+
+class WorkPlan:
+    """Progress of work made of steps of unequal, estimated cost, in phases.
+
+    The fraction shown is (units done) / (units done + units still expected). Each phase starts with an
+    expected cost; a finished step's cost is taken off its phase's expectation, and a phase that runs
+    past its expectation is assumed to need one more step like its last (never "almost done" while work
+    remains); :meth:`close` drops what a finished phase still expected. The fraction never steps back:
+    when the estimate of what remains grows, it is raised no faster than the work done. The ETA is the
+    linear extrapolation of :class:`ProgressMeter`, honest when the units are proportional to time.
+    """
+
+    SCALE = 10  # units are counted in tenths
+
+    def __init__(self, callback: Callback | None, expected: dict[str, float], unit: str = "work units") -> None:
+        self.expected = dict(expected)
+        self.meter = ProgressMeter(callback, self._units(sum(self.expected.values())), "", unit=unit, interval=0.0)
+
+    def _units(self, value: float) -> int:
+        return max(1, int(round(value * self.SCALE)))
+
+    def step(self, phase: str, cost: float, stage: str) -> None:
+        """One step of ``phase`` costing ``cost`` is done; ``stage`` says what it was."""
+        left = self.expected.get(phase, 0.0) - cost
+        self.expected[phase] = left if left > -1e-9 else cost  # past the plan: one more such step expected
+        self._report(self._units(cost), stage)
+
+    def close(self, phase: str) -> None:
+        """``phase`` is over: what it still expected is dropped."""
+        self.expected[phase] = 0.0
+
+    def finish(self, stage: str) -> None:
+        """All work is done: report 100%."""
+        self.expected = {k: 0.0 for k in self.expected}
+        self.meter.total = self.meter.done
+        self.meter.stage = stage
+        self.meter.add(0)
+
+    def _report(self, units: int, stage: str) -> None:
+        meter = self.meter
+        before = meter.done / meter.total if meter.total else 0.0
+        total = meter.done + units + sum(self._units(v) for v in self.expected.values() if v > 0)
+        if before > 0:  # the estimate of what remains never grows faster than the work done: no step back
+            total = min(total, int((meter.done + units) / before))
+        meter.total = max(total, meter.done + units)
+        meter.stage = stage
+        meter.add(units)

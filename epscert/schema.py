@@ -6,6 +6,7 @@ See the README's "Results schema" section for the meaning of each column.
 
 from __future__ import annotations
 
+import json
 from typing import Iterable, Mapping
 
 import pyarrow as pa
@@ -50,6 +51,18 @@ RESULTS_SCHEMA = pa.schema([
     pa.field("epscert_version", pa.string(), nullable=False),
 ])
 
+def _pandas_metadata(schema: pa.Schema) -> dict[bytes, bytes]:
+    """pandas metadata asking ``to_pandas()`` / ``pandas.read_parquet`` for nullable ``Int64`` on every nullable
+    integer column: without it a column such as ``samples`` (null on analytic rows) reads back as float64.
+    Only those columns are described; pyarrow infers the others as usual."""
+    columns = [{"name": f.name, "field_name": f.name, "pandas_type": "int64", "numpy_type": "Int64", "metadata": None}
+               for f in schema if f.nullable and pa.types.is_integer(f.type)]
+    meta = {"index_columns": [], "column_indexes": [], "columns": columns,
+            "creator": {"library": "epscert", "version": "results schema"}}
+    return {b"pandas": json.dumps(meta).encode()}
+
+
+RESULTS_SCHEMA = RESULTS_SCHEMA.with_metadata(_pandas_metadata(RESULTS_SCHEMA))
 COLUMNS = tuple(RESULTS_SCHEMA.names)
 NULLABLE = frozenset(f.name for f in RESULTS_SCHEMA if f.nullable)
 #: Values of ``quantity``: δ at a given ε (the default) or ε at a target δ (SPEC §8).

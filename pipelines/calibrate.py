@@ -1,6 +1,9 @@
 """``epscert calibrate``: the smallest σ whose certified ε(δ) meets a target, as Beam jobs.
 
-Every δ(ε_t) evaluation of the σ search, and the final fresh-seed certificate, is one certify
+On the Balls-and-Bins PLD bracket (``--method auto`` or ``bracket_upper``, the default for Balls-and-Bins)
+the search samples nothing: it runs in this process (without loading Beam unless runner flags or
+``--output`` need it), to 0.1% of the optimal σ (:mod:`epscert.inverse.sigma_search`). With a Monte
+Carlo method every δ(ε_t) evaluation of the σ search, and the final fresh-seed certificate, is one certify
 Beam job on the chosen runner (shards -> exact sums -> merge -> rows), so calibration runs
 wherever certify runs: in process, multi-process, Portable (Flink/Spark job servers), and on
 remote runners with a shared ``--temp_location`` for the rows of each evaluation. The search logic and its guarantees are :func:`epscert.inverse.calibrate.calibrate_sigma`.
@@ -18,25 +21,15 @@ import tempfile
 import uuid
 from typing import Sequence
 
-import apache_beam as beam
-import pyarrow as pa
-from apache_beam.io.filesystems import FileSystems
-from apache_beam.options.pipeline_options import GoogleCloudOptions
-
-from epscert.inverse.calibrate import calibrate_sigma
+from epscert.inverse.calibrate import calibrate_sigma, uses_bracket
 from epscert.params import (
     DEFAULT_ERROR_PROB, DEFAULT_SAMPLES, MAX_EPSILON, CertifyConfig, Direction, Method, Sampler, check_float,
 )
 from epscert.progress import print_to_stderr
-from pipelines.certify import with_shards
-from pipelines.parallelism import parallelism
-from pipelines.options import (
-    ArgumentParser, RunnerChoice, UsageError, check_unknown_flags, check_writable_file, choose_runner, make_pipeline,
-    parse_floats, parse_int, report_usage_error,
-)
+from epscert.results.tables import certify_config
+from pipelines.args import ArgumentParser, UsageError, parse_floats, parse_int, report_usage_error
+from pipelines.epsilon import steps_from_args
 from pipelines.output import print_rows
-from transforms.certify import CertifyConfigs
-from transforms.sinks import WriteResults, is_local, join, read_table, write_rows
 
 PROG = "epscert calibrate"
 
@@ -50,9 +43,12 @@ def build_parser(prog: str = PROG) -> ArgumentParser:
     add("--delta", "--target-delta", "--target_delta", required=True, help="target delta in (0, 1)")
     add("--sampler", default=Sampler.BALLS_AND_BINS.value,
         help=f"batch sampler: {', '.join(s.value for s in Sampler)} (default: %(default)s)")
-    add("--steps", required=True, help="steps T per epoch")
+    add("--steps", default=None, help="steps T per epoch (or --dataset-size and --batch-size)")
+    add("--batch-size", "--batch_size", default=None, help="batch size b, with --dataset-size: steps per epoch "
+        "T = n // b (as in 'epscert epsilon')")
     add("--epochs", default="1", help="epochs E (default: %(default)s)")
-    add("--method", default=Method.AUTO.value, help="Monte Carlo method (default: %(default)s)")
+    add("--method", default=Method.AUTO.value, help="a Monte Carlo method, or bracket_upper; auto: the PLD "
+        "bracket for Balls-and-Bins (E <= 1000, T <= 10^6), else a Monte Carlo method (default: %(default)s)")
     add("--samples", default=str(DEFAULT_SAMPLES),
         help="samples of the certificate run (default: %(default)s)")
     add("--search-samples", "--search_samples", default=None,
@@ -64,16 +60,22 @@ def build_parser(prog: str = PROG) -> ArgumentParser:
     add("--direction", default=Direction.BOTH.value, help="remove, add or both (default: %(default)s)")
     add("--orders", default=None, help="order-statistic ranks as start,stop,step triples")
     add("--shards", default="auto", help="shards per evaluation, or 'auto' (default: %(default)s)")
-    add("--dataset-size", "--dataset_size", default=None, help="dataset size n (truncated batches)")
-    add("--max-batch-size", "--max_batch_size", default=None, help="largest batch B (truncated batches)")
+    add("--dataset-size", "--dataset_size", default=None, help="dataset size n: with --batch-size it gives the "
+        "steps T = n // b; with --max-batch-size it is the n of truncated batches")
+    add("--max-batch-size", "--max_batch_size", default=None, help="truncation cap B of Binomial batches (with "
+        "--dataset-size; the penalty of SPEC §9 is added to delta) (default: no truncation)")
     add("--output", default=None, help="Parquet file for the certificate rows (default: none)")
     add("--format", default="table", choices=("table", "json"), help="stdout format (default: %(default)s)")
     add("--no-progress", "--no_progress", action="store_true", help="no progress lines on stderr")
     return parser
 
 
-def temp_base(choice: RunnerChoice) -> str | None:
+def temp_base(choice) -> str | None:
     """Where remote runners leave each evaluation's rows: ``--temp_location`` (None: local temp dir)."""
+    from apache_beam.options.pipeline_options import GoogleCloudOptions  # noqa: PLC0415 (Beam only when used)
+
+    from transforms.sinks import is_local  # noqa: PLC0415
+
     if choice.local:
         return None
     location = choice.options.view_as(GoogleCloudOptions).temp_location
@@ -83,15 +85,22 @@ def temp_base(choice: RunnerChoice) -> str | None:
     return location
 
 
-def beam_runner(choice: RunnerChoice):
+def beam_runner(choice):
     """A ``run(config) -> pyarrow.Table`` that computes one configuration as a Beam job.
 
     Local runners write the rows to a local temporary directory; remote runners (Dataflow, or a
     Flink/Spark cluster through their runners) to a fresh folder under ``--temp_location``.
     """
+    import apache_beam as beam  # noqa: PLC0415 (Beam only when a job runs)
+    from apache_beam.io.filesystems import FileSystems  # noqa: PLC0415
+
+    from pipelines.options import make_pipeline  # noqa: PLC0415
+    from transforms.certify import CertifyConfigs  # noqa: PLC0415
+    from transforms.sinks import WriteResults, join, read_table  # noqa: PLC0415
+
     base = temp_base(choice)
 
-    def run(config: CertifyConfig) -> pa.Table:
+    def run(config: CertifyConfig):
         folder = tempfile.mkdtemp(prefix="epscert-calibrate-") if base is None else \
             join(base, f"epscert-calibrate-{uuid.uuid4().hex}")
         path = join(folder, "rows.parquet")
@@ -114,47 +123,71 @@ def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
     parser = build_parser(prog)
     try:
         args, pipeline_args = parser.parse_known_args(list(sys.argv[1:] if argv is None else argv))
-        check_unknown_flags(pipeline_args, parser.long_flags(), "calibrate")
-        choice = choose_runner(pipeline_args)
-        temp_base(choice)  # remote runners: a shared --temp_location, checked before any work
+        choice = None
+        if pipeline_args:  # runner flags: checked (and Beam loaded) only when there are some
+            from pipelines.options import check_unknown_flags, choose_runner  # noqa: PLC0415
+
+            check_unknown_flags(pipeline_args, parser.long_flags(), "calibrate")
+            choice = choose_runner(pipeline_args)
+            temp_base(choice)  # remote runners: a shared --temp_location, checked before any work
         eps_t = check_float("target_epsilon", parse_floats("target_epsilon", args.target_epsilon)[0], low=0.0,
                             low_open=False, high=MAX_EPSILON, high_open=False)
         delta_t = parse_floats("delta", args.delta)[0]
+        truncated = args.max_batch_size is not None
         config = CertifyConfig(
-            sampler=args.sampler, sigma=1.0, steps=parse_int("steps", args.steps, 1),
+            sampler=args.sampler, sigma=1.0, steps=steps_from_args(args, "calibrate"),
             epochs=parse_int("epochs", args.epochs, 1), epsilons=(eps_t,), methods=(args.method,),
             samples=parse_int("samples", args.samples, 1), error_prob=args.error_prob,
             seed=parse_int("seed", args.seed), direction=args.direction, orders=args.orders,
-            dataset_size=None if args.dataset_size is None else parse_int("dataset_size", args.dataset_size, 1),
-            max_batch_size=None if args.max_batch_size is None else parse_int("max_batch_size", args.max_batch_size, 1),
+            dataset_size=parse_int("dataset_size", args.dataset_size, 1) if truncated else None,
+            max_batch_size=parse_int("max_batch_size", args.max_batch_size, 1) if truncated else None,
         )
-        if not any(m.is_monte_carlo for m in config.resolved):
-            raise UsageError(f"calibrate needs a Monte Carlo method, got method={args.method!r}")
-        config = with_shards(config, args.shards, parallelism(pipeline_args).workers)
+        bracket = uses_bracket(config)
+        if not (bracket or any(m.is_monte_carlo for m in config.resolved)):
+            raise UsageError(f"calibrate needs a Monte Carlo method or bracket_upper (Balls-and-Bins), "
+                             f"got method={args.method!r}")
         search = None if args.search_samples is None else parse_int("search_samples", args.search_samples, 1)
         certify_seed = None if args.certify_seed is None else parse_int("certify_seed", args.certify_seed)
-        if args.output is not None:
-            check_writable_file("output", args.output)
+        run = certify_config  # the bracket: no sampling to distribute, computed here
+        if not bracket or args.output is not None:  # Monte Carlo evaluations are Beam jobs; outputs may be URIs
+            from pipelines.certify import with_shards  # noqa: PLC0415 (Beam only when used)
+            from pipelines.options import check_writable_file, choose_runner  # noqa: PLC0415
+            from pipelines.parallelism import parallelism  # noqa: PLC0415
+
+            choice = choice or choose_runner([])
+            config = with_shards(config, args.shards, parallelism(pipeline_args).workers) if not bracket else config
+            if args.output is not None:
+                check_writable_file("output", args.output)
+            run = run if bracket else beam_runner(choice)
         result = calibrate_sigma(config, eps_t, delta_t, search_samples=search, certify_seed=certify_seed,
-                                 run=beam_runner(choice), progress=None if args.no_progress else print_to_stderr)
+                                 run=run, progress=None if args.no_progress else print_to_stderr)
     except (UsageError, ValueError) as err:
         return report_usage_error(prog, err if isinstance(err, UsageError) else UsageError(str(err)))
     rows = result.certificate.to_pylist()
     summary = {
-        "target_epsilon": eps_t, "target_delta": delta_t, "sampler": config.sampler.value,
-        "sigma": result.sigma, "certified": result.certified, "delta_upper_at_target": result.delta_upper,
-        "certify_seed": rows[0]["seed"], "poisson_sigma_pld": result.poisson_sigma,
-        "deterministic_sigma_exact": result.deterministic_sigma, "search_evaluations": len(result.search_sigmas),
+        "target_epsilon": eps_t, "target_delta": delta_t, "sampler": config.sampler.value, "steps": config.steps,
+        "epochs": config.epochs, "sigma": result.sigma, "certified": result.certified,
+        "method": result.method or config.resolved[0].value, "sigma_accuracy": result.sigma_accuracy,
+        "failing_sigma": result.failing_sigma, "delta_upper_at_target": result.delta_upper,
+        "certify_seed": rows[0]["seed"], "poisson_sigma": result.poisson_sigma,
+        "deterministic_sigma": result.deterministic_sigma, "search_evaluations": len(result.search_sigmas),
         "search_seconds": round(result.search_seconds, 2), "certify_seconds": round(result.certify_seconds, 2),
     }
     if args.format == "json":
         print(json.dumps(summary))
     else:
+        shown = {"sigma_accuracy": lambda v: "-" if v is None else f"{100 * v:.3g}% (optimum proven in "
+                 f"({result.failing_sigma:.6g}, {result.sigma:.6g}])",
+                 "delta_upper_at_target": lambda v: f"{v:.4g}", "failing_sigma": lambda v: "-" if v is None else f"{v:.6g}",
+                 "poisson_sigma": lambda v: f"{v:.5g}", "deterministic_sigma": lambda v: f"{v:.5g}",
+                 "certify_seed": lambda v: "-" if v is None else str(v)}
         for key, value in summary.items():
-            print(f"{key:28s} {value}")
+            print(f"{key:28s} {shown.get(key, str)(value)}")
         print()
         print_rows(rows, "table", sys.stdout, {rows[0]["config_id"]})
     if args.output is not None:
+        from transforms.sinks import write_rows  # noqa: PLC0415 (Beam's filesystems: local or a URI)
+
         write_rows(rows, args.output)
     if not result.certified:
         print(f"{prog}: the fresh-seed run did not certify sigma={result.sigma:.4g} (UCB {result.delta_upper:.3g} "

@@ -31,13 +31,15 @@ from apache_beam.runners.runner import PipelineResult, PipelineState
 
 from epscert.results.baselines import baseline_tasks
 from epscert.results.cost import (
-    MAX_BASELINE_SECONDS, MAX_PLD_BYTES, Cost, check_pld_memory, config_cost, format_bytes, format_seconds,
+    CERTIFY_MAX_CPU_HOURS, MAX_BASELINE_SECONDS, MAX_PLD_BYTES, Cost, check_cpu_hours, check_pld_memory, config_cost,
+    format_bytes, format_seconds,
 )
 from epscert.params import (
     DEFAULT_ERROR_PROB, DEFAULT_PLD_DISCRETIZATION, DEFAULT_SAMPLES, CertifyConfig, Direction, Method, Sampler,
     check_float,
 )
 from epscert.mechanism import DEFAULT_SAMPLER, MATRIX_SAMPLER
+from epscert.montecarlo import backends
 from epscert.montecarlo.scaling import auto_shards
 from pipelines.options import (
     ArgumentParser, RunnerChoice, UsageError, check_output_reachable, check_unknown_flags,
@@ -112,6 +114,9 @@ def build_parser(prog: str = PROG) -> ArgumentParser:
         "each wave is one Beam job (default: one run of --samples)")
     add("--max-samples", "--max_samples", default=None, help="sample budget of --target-rel-width "
         "(default: 64 x --samples)")
+    add("--max-cpu-hours", "--max_cpu_hours", default=str(CERTIFY_MAX_CPU_HOURS), metavar="H",
+        help="refuse a run estimated above H hours of one core, before any work (never prompts) "
+             "(default: %(default)s)")
     add("--no-progress", "--no_progress", action="store_true", help="no progress lines on stderr")
     add("--dry-run", action="store_true", help="print the configurations, samples, estimated CPU time and "
         "peak memory, then exit without running anything (Beam's --dry_run=True builds the job instead)")
@@ -192,6 +197,11 @@ def prepare(argv: Sequence[str] | None = None, prog: str = PROG) -> CertifyJob:
     elif args.max_samples is not None:
         raise UsageError(f"--max-samples needs --target-rel-width, got max_samples={args.max_samples!r}")
     choice = choose_runner(pipeline_args)
+    if choice.local:  # the workers are this machine: a backend it cannot run is refused before the job starts
+        try:
+            backends.check_available(config)
+        except ValueError as err:
+            raise UsageError(str(err)) from None
     if args.output is None and not choice.local:
         raise UsageError(f"--output is required with runner={choice.name!r}")
     if args.output is not None:
@@ -199,6 +209,14 @@ def prepare(argv: Sequence[str] | None = None, prog: str = PROG) -> CertifyJob:
         check_writable_file("output", args.output)
     configs = tuple(job_configs(config, not args.no_baselines))
     check_costs(config, configs)
+    try:  # the same guard as epscert.certify(max_cpu_hours=...): the estimate and the way out, before any work
+        max_hours = check_float("max_cpu_hours", args.max_cpu_hours, low=0.0, low_open=True)
+        planned = config if width is None else dataclasses.replace(config, samples=2 * budget)
+        if not args.dry_run:
+            check_cpu_hours(config_cost(planned), max_hours, f"this run (samples={planned.samples})",
+                            "lower --samples, or raise --max-cpu-hours (see the estimate with --dry-run)")
+    except ValueError as err:
+        raise UsageError(str(err)) from None
     return CertifyJob(config, configs, args.output, args.format, not args.no_progress, choice, width, budget,
                       args.dry_run, workers)
 

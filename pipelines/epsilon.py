@@ -29,10 +29,11 @@ from typing import Sequence
 from epscert.inverse.best import best_certificate
 from epscert.inverse.epsilon_at_delta import analytic_epsilon_rows, check_deltas
 from epscert.compare import bracket_config
-from epscert.params import CertifyConfig, Direction, Method, Sampler, steps_per_epoch
+from epscert.params import DEFAULT_PLD_DISCRETIZATION, CertifyConfig, Direction, Method, Sampler, steps_per_epoch
+from epscert.results.cost import analytic_cost
 from epscert.progress import print_to_stderr
 from epscert.mechanism import DEFAULT_SAMPLER, MATRIX_SAMPLER, mechanism_settings
-from pipelines.options import ArgumentParser, UsageError, parse_floats, parse_int, report_usage_error
+from pipelines.args import ArgumentParser, UsageError, parse_floats, parse_int, report_usage_error
 from pipelines.strategy_flags import add_strategy_flags, strategy_args, strategy_of
 
 PROG = "epscert epsilon"
@@ -76,19 +77,26 @@ def build_parser(prog: str = PROG) -> ArgumentParser:
     return parser
 
 
-def steps_of(args) -> int:
-    """--steps, or --dataset-size // --batch-size (one or the other)."""
-    if args.batch_size is not None or args.dataset_size is not None:
+def steps_from_args(args, command: str = "epsilon") -> int:
+    """--steps, or --dataset-size // --batch-size (one or the other): the same rule in every command.
+
+    In ``calibrate`` --dataset-size may also go with --max-batch-size alone (the n of truncated batches),
+    with --steps giving T.
+    """
+    truncating = getattr(args, "max_batch_size", None) is not None
+    if args.batch_size is not None or (args.dataset_size is not None and not truncating):
         if args.steps is not None:
             raise UsageError(f"give either --steps or --dataset-size and --batch-size, not both, got "
                              f"steps={args.steps}, batch_size={args.batch_size}")
         if args.batch_size is None or args.dataset_size is None:
-            raise UsageError(f"--dataset-size and --batch-size go together (steps = dataset_size // batch_size), "
-                             f"got dataset_size={args.dataset_size}, batch_size={args.batch_size}")
+            also = " (or --dataset-size with --max-batch-size for truncated batches, and --steps)" \
+                if command == "calibrate" else ""
+            raise UsageError(f"--dataset-size and --batch-size go together (steps = dataset_size // batch_size)"
+                             f"{also}, got dataset_size={args.dataset_size}, batch_size={args.batch_size}")
         return steps_per_epoch(parse_int("dataset_size", args.dataset_size, 1),
                                parse_int("batch_size", args.batch_size, 1))
     if args.steps is None:
-        raise UsageError("give --steps, or --dataset-size and --batch-size")
+        raise UsageError("give --steps, or --dataset-size and --batch-size (steps = dataset_size // batch_size)")
     return parse_int("steps", args.steps, 1)
 
 
@@ -99,7 +107,7 @@ def request(args) -> tuple[object, object, int]:
         sampler, _ = mechanism_settings(None, sampler=args.sampler, mechanism=args.mechanism,
                                         cycle_length=None if args.cycle_length is None
                                         else parse_int("cycle_length", args.cycle_length, 1))
-        return None, sampler, steps_of(args)
+        return None, sampler, steps_from_args(args)
     if args.dataset_size is not None or args.batch_size is not None:
         raise UsageError(f"--dataset-size and --batch-size do not apply to a matrix mechanism (give --cycle-length), "
                          f"got dataset_size={args.dataset_size}, batch_size={args.batch_size}")
@@ -116,21 +124,44 @@ def matrix_context(cert) -> dict[str, float]:
     return out
 
 
+#: The context's dp_accounting PLDs are capped (a coarser discretisation beyond; a coarser pessimistic PLD is
+#: still an upper bound, a coarser sliced composition still a lower bound, only looser): they are context, and
+#: at the default 1e-4 a Poisson PLD of 10^5 points (T = 10^5, σ = 0.5) took about 100 MB more than the
+#: answer, and the shuffle lower bound's E-fold sliced composition at T = 234, E = 10 (10^6 points) 460 MB.
+CONTEXT_MAX_PLD_POINTS = 50_000
+CONTEXT_MAX_SLICED_POINTS = 100_000
+
+
+def context_discretization(config: CertifyConfig, sampler: Sampler = Sampler.POISSON,
+                           method: Method = Method.PLD_UPPER) -> float:
+    """The discretisation of one context baseline: the default, or coarser so that its grid stays under the
+    cap (Poisson PLD: CONTEXT_MAX_PLD_POINTS; the sliced composition of a cube lower bound over E > 1 epochs:
+    CONTEXT_MAX_SLICED_POINTS). Grid sizes are :mod:`epscert.results.cost`'s estimates."""
+    base = CertifyConfig(sampler=sampler, sigma=config.sigma, steps=config.steps, epochs=config.epochs,
+                         epsilons=(1.0,), methods=(method,), direction=config.direction)
+    points = analytic_cost(base, method).points
+    cap = CONTEXT_MAX_PLD_POINTS if sampler is Sampler.POISSON else CONTEXT_MAX_SLICED_POINTS
+    if points <= cap:
+        return DEFAULT_PLD_DISCRETIZATION
+    return float(f"{DEFAULT_PLD_DISCRETIZATION * points / cap:.2g}")
+
+
 #: How a context line names the bound that answered (the rows' ``bound`` column).
 BOUND_LABELS = {"pld_pessimistic": "PLD", "rdp": "RDP"}
 
 
-def context_epsilons(config: CertifyConfig, delta: float, bounds: dict | None = None) -> dict[str, float]:
-    """ε(δ) of the context baselines at the configuration's (σ, T, E); ``bounds`` (if given) receives
-    each baseline's bound name."""
+def context_epsilons(config: CertifyConfig, delta: float, bounds: dict | None = None) -> dict[str, tuple[float, float]]:
+    """ε(δ) of the context baselines at the configuration's (σ, T, E), each with the discretisation it used;
+    ``bounds`` (if given) receives each baseline's bound name."""
     out = {}
     for key, _, sampler, method in CONTEXT:
         if key == "balls_and_bins_lower_bound" and bracket_config(config) is not None:
-            method = Method.PLD_LOWER  # the PLD bracket's lower side: tighter than the cube bound
+            method = Method.BRACKET_LOWER  # the PLD bracket's lower side: tighter than the cube bound
+        h = context_discretization(config, sampler, method)
         base = CertifyConfig(sampler=sampler, sigma=config.sigma, steps=config.steps, epochs=config.epochs,
-                             epsilons=(1.0,), methods=(method,), direction=config.direction)
+                             epsilons=(1.0,), methods=(method,), direction=config.direction, pld_discretization=h)
         (row,) = analytic_epsilon_rows(base, method, [delta])
-        out[key] = row["epsilon_upper"] if row["epsilon_upper"] is not None else row["epsilon_lower"]
+        out[key] = (row["epsilon_upper"] if row["epsilon_upper"] is not None else row["epsilon_lower"], h)
         if bounds is not None:
             bounds[key] = row["bound"]
     return out
@@ -171,15 +202,21 @@ def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
                "epsilon": _json(cert.value), "certified": cert.finite, "method": cert.method, "bound": cert.bound,
                "guarantee": cert.guarantee, "error_prob": cert.error_prob, "notes": list(cert.notes),
                "samples_needed": cert.samples_needed, "seconds_needed": cert.seconds_needed,
-               "context": {k: _json(v) for k, v in context.items()},
-               "context_bounds": bounds}
+               "context": {k: _json(v) for k, (v, _) in context.items()},
+               "context_bounds": bounds,
+               "context_discretization": {k: h for k, (_, h) in context.items()}}
         print(json.dumps(out, allow_nan=False))
     else:
         print(cert.summary())
         if context:
-            print("context: " + "; ".join(
-                label.format(_num(context[key]), BOUND_LABELS.get(bounds.get(key, ""), "PLD"))
-                for key, label, _, _ in CONTEXT))
+            parts = []
+            for key, label, _, _ in CONTEXT:
+                value, h = context[key]
+                text = label.format(_num(value), BOUND_LABELS.get(bounds.get(key, ""), "PLD"))
+                if h != DEFAULT_PLD_DISCRETIZATION:  # a coarser grid than the default: said, with its value
+                    text = text[:-1] + f", discretization {h:g})"
+                parts.append(text)
+            print("context: " + "; ".join(parts))
         if cert.finite:
             for note in cert.notes:
                 print(f"note: {note}")

@@ -52,7 +52,7 @@ MISMATCHES = {
     "calibrate": {"--sigma": "calibrate searches for sigma; it takes no --sigma (use 'epscert certify --sigma')",
                   "--noise-multiplier": "calibrate searches for the noise multiplier; it takes no "
                                         "--noise-multiplier (use 'epscert certify --noise-multiplier')",
-                  "--batch-size": _BATCH_SIZE, "--sampling-rate": _SAMPLING_RATE, "--q": _SAMPLING_RATE,
+                  "--sampling-rate": _SAMPLING_RATE, "--q": _SAMPLING_RATE,
                   "--epsilons": "calibrate takes one --target-epsilon"},
     "compare": {"--batch-size": _BATCH_SIZE, "--sampling-rate": _SAMPLING_RATE, "--q": _SAMPLING_RATE,
                 "--target-epsilon": "compare prints epsilon at each of --deltas; for the sigma that meets a "

@@ -8,7 +8,7 @@ the Prism runner).
 
 from __future__ import annotations
 
-import argparse
+import importlib
 import os
 import sys
 import tempfile
@@ -19,6 +19,9 @@ import apache_beam as beam
 from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, StandardOptions
 from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 
+from pipelines.args import (  # noqa: F401 (re-exported: the Beam-free part of what every job shares)
+    MAX_FLAG_DIGITS, ArgumentParser, UsageError, parse_floats, parse_int, report_usage_error,
+)
 from pipelines.flags import FlagError, check_leftovers
 from transforms.sinks import is_local
 
@@ -32,32 +35,6 @@ LOCAL_RUNNERS = ("fnapirunner", "directrunner", "bundlebaseddirectrunner", "swit
                  "prismrunner", "portablerunner")
 
 
-#: Longest integer flag value read (Python refuses int() past 4300 digits; seeds stop at 39).
-MAX_FLAG_DIGITS = 100
-
-
-class UsageError(ValueError):
-    """Bad input, found before launch: the CLI prints it on one line and exits with status 2."""
-
-
-class ArgumentParser(argparse.ArgumentParser):
-    """argparse with one-line errors (raised as :class:`UsageError`) and no abbreviations.
-
-    Abbreviations stay off so that a runner flag can never be mistaken for a prefix of ours.
-    """
-
-    def __init__(self, *args, **kwargs) -> None:
-        kwargs.setdefault("allow_abbrev", False)
-        super().__init__(*args, **kwargs)
-
-    def error(self, message: str):  # noqa: D401 (argparse API)
-        raise UsageError(message)
-
-    def long_flags(self) -> list[str]:
-        """Every ``--flag`` this parser knows (aliases included)."""
-        return [s for action in self._actions for s in action.option_strings if s.startswith("--")]
-
-
 @dataclass(frozen=True)
 class RunnerChoice:
     """The runner a job will use and how it should report progress."""
@@ -67,34 +44,6 @@ class RunnerChoice:
     name: str
     local: bool
     progress_mode: str  # 'eta', 'shards' or 'off' (see transforms.progress)
-
-
-def parse_int(name: str, text: str, minimum: int = 0) -> int:
-    """An integer flag value in ASCII digits, else UsageError naming the field and the value."""
-    if not str(text).isascii() or len(str(text)) > MAX_FLAG_DIGITS:
-        raise UsageError(f"{name} must be an integer >= {minimum} written in at most {MAX_FLAG_DIGITS} ASCII "
-                         f"digits, got {name}={str(text)[:40]!r}{'...' if len(str(text)) > 40 else ''}")
-    try:
-        value = int(text)
-    except (TypeError, ValueError):
-        raise UsageError(f"{name} must be an integer >= {minimum}, got {name}={text!r}") from None
-    if value < minimum:
-        raise UsageError(f"{name} must be an integer >= {minimum}, got {name}={text!r}")
-    return value
-
-
-def parse_floats(name: str, text: str) -> tuple[float, ...]:
-    """Comma-separated numbers in ASCII, e.g. '1,2,4,8' (float() would also read full-width digits)."""
-    if not text.isascii():
-        raise UsageError(f"{name} must be comma-separated numbers in ASCII digits, got {name}={text!r}")
-    parts = [p.strip() for p in text.split(",") if p.strip()]
-    try:
-        values = tuple(float(p) for p in parts)
-    except ValueError:
-        raise UsageError(f"{name} must be comma-separated numbers, got {name}={text!r}") from None
-    if not values:
-        raise UsageError(f"{name} must be comma-separated numbers, got {name}={text!r}")
-    return values
 
 
 def check_unknown_flags(pipeline_args: Sequence[str], own_flags: Sequence[str], command: str = "certify") -> None:
@@ -121,11 +70,25 @@ def choose_runner(pipeline_args: Sequence[str]) -> RunnerChoice:
     for key, reason in REFUSED_RUNNERS.items():
         if key in short:
             raise UsageError(f"runner={named!r} is not supported: {reason}")
+
     local = short in LOCAL_RUNNERS or short.replace("runner", "") + "runner" in LOCAL_RUNNERS
     return RunnerChoice(options, None, named, local, "shards" if local else "off")
 
 
+def check_dataflow_installed(named: str) -> None:
+    """One line (UsageError) instead of a traceback when the Dataflow runner's client libraries are missing."""
+    try:
+        importlib.import_module("apache_beam.runners.dataflow.internal.apiclient")
+    except ImportError as err:
+        raise UsageError(f"runner={named!r} needs Beam's GCP client libraries, not installed here ({err}): "
+                         "pip install 'epscert[gcp]'") from None
+
+
 def make_pipeline(choice: RunnerChoice) -> beam.Pipeline:
+    """The pipeline for ``choice``; the Dataflow runner's client libraries are checked here (after every
+    other input check, before anything is built or submitted)."""
+    if "dataflow" in choice.name.lower():
+        check_dataflow_installed(choice.name)
     if choice.runner is not None:
         return beam.Pipeline(runner=choice.runner, options=choice.options)
     return beam.Pipeline(options=choice.options)
@@ -160,10 +123,3 @@ def check_writable_dir(name: str, path: str, create: bool = True, shown: str | N
             pass
     except OSError as err:
         raise UsageError(f"{name} is not writable: {err.strerror} ({name}={shown!r})") from None
-
-
-def report_usage_error(prog: str, err: UsageError) -> int:
-    """Print ``prog: error: message`` on one line and return the exit status 2."""
-    message = " ".join(str(err).split())
-    print(f"{prog}: error: {message}", file=sys.stderr)
-    return 2

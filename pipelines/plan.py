@@ -11,6 +11,7 @@ from typing import Sequence, TextIO
 from epscert.montecarlo.scaling import WallTime, wall_time
 from epscert.montecarlo.shard import estimated_seconds
 from epscert.params import CertifyConfig
+from epscert.results import cost as cost_mod
 from epscert.results.cost import Cost, config_cost, format_bytes, format_seconds
 from pipelines.strategy_flags import describe_strategy
 from pipelines.parallelism import Parallelism
@@ -84,11 +85,6 @@ def print_plan(configs: Sequence[CertifyConfig], stream: TextIO, reused: int = 0
 def check_cpu_hours(configs: Sequence[CertifyConfig], max_cpu_hours: float) -> Cost:
     """ValueError naming ``max_cpu_hours`` when the estimated single-core time is past the cap."""
     total = total_cost(configs)
-    hours = total.seconds / 3600
-    if hours > max_cpu_hours:
-        raise ValueError(
-            f"the sweep's {len(configs)} configurations to compute need about {hours:.3g} CPU-hours "
-            f"({format_seconds(total.seconds)} of one core; estimate from measured costs), more than "
-            f"max_cpu_hours={max_cpu_hours:g}; lower samples or the grid, or raise --max-cpu-hours "
-            "(see the plan with --dry-run)")
+    cost_mod.check_cpu_hours(total, max_cpu_hours, f"the sweep's {len(configs)} configurations to compute",
+                             "lower samples or the grid, or raise --max-cpu-hours (see the plan with --dry-run)")
     return total

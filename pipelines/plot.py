@@ -1,14 +1,27 @@
 """``epscert plot RESULTS.parquet --out FIG.png``: figures from a results table (matplotlib, Agg).
 
-- ``--kind delta`` (default): δ(ε) per sampler and method on a log axis. Monte Carlo methods are
-  drawn as their UCB, their mean with a ±2 SE bar, and a band only from a real lower bound (when
-  the table has one) up to the UCB; UCBs at the sample-count floor are marked; exact values and
-  upper bounds are solid lines, lower bounds dashed; every data point has a marker.
-- ``--kind sigma``: from a sweep over σ, ε(δ) against σ per sampler and method, and for
-  Balls-and-Bins the deterministic PLD bracket's ε(δ) at that δ (upper line, band down to the
-  lower side) (as in the
-  papers' figures), read from the certified ε(δ) rows where the table has them, else from the
-  ε grid (smallest grid ε whose certified δ is <= δ, SPEC §8), a grid-edge value marked ≤.
+What is drawn is what the file holds, and what is not is said so in the legend:
+
+- ``--kind delta`` (default): δ(ε) per configuration (sampler, σ, T, E) and method, on a log axis.
+  Each configuration has its own colour and marker (:func:`curve_styles`: 20 colours, then markers,
+  so twelve configurations never share a colour; first legend); the line style says what a line is
+  (:data:`KINDS`, second legend: solid an exact value or upper bound, dashed a lower bound, dotted the
+  cube lower bound, dash-dot a Monte Carlo UCB). The two sides of a bracket (``bracket_upper``/
+  ``bracket_lower``, Poisson ``pld_upper``/``pld_lower``) are joined by a band.
+  Monte Carlo: the UCB, and the mean only with its ±2 SE interval; a mean outside the configuration's
+  certified bracket gets a ring: orange within 4 standard errors (sampling scatter), red beyond (a
+  contradiction; the legend says how many standard errors). A value at its method's
+  floor (an analytic bound at its ``resolution``, a UCB whose mean is 0: the sample-count floor) is a
+  marker (open triangle), never part of a line. The axis follows the values that carry a guarantee
+  (upper bounds, exact values, lower bounds above 0), floors left out, and spans at most
+  ``MAX_DECADES`` decades; anything below it is a marker on the bottom edge ("below the axis").
+- ``--kind sigma``: ε(δ) against σ per sampler, method, T and E. ε(δ) rows of the file
+  (``quantity='epsilon_at_delta'`` at this δ) are read as they are. Where the file has only δ(ε) rows:
+  an analytic method's ε(δ) is computed here at δ itself from (sampler, σ, T, E) with the same core
+  functions (the legend says "computed by the plot"); a Monte Carlo method (and RDP, which has no ε(δ)
+  curve here) is read off the file's ε grid
+  (the smallest grid ε whose UCB is <= δ: an upper bound at the grid's resolution; at the grid's first
+  point only "≤", marked), and the legend says "read off the ε grid". Bracket sides are joined by a band.
 """
 
 from __future__ import annotations
@@ -21,11 +34,26 @@ from typing import Sequence
 
 import pyarrow.parquet as pq
 
-from pipelines.options import ArgumentParser, UsageError, check_writable_file
+from pipelines.args import ArgumentParser, UsageError
 
-MC_METHODS = ("naive", "importance", "order_stats", "importance_order_stats")
-#: The δ axis reaches at most this many decades below the smallest certified value.
+#: Analytic methods whose ε(δ) the plot computes at δ where the file has only δ(ε) rows.
+COMPUTED_METHODS = ("exact", "pld_upper", "pld_lower", "bracket_upper", "bracket_lower", "cube_lower_bound")
+MC_METHODS = ("naive", "importance", "order_stats", "importance_order_stats", "conditional",
+              "conditional_order_stats")
+#: The two sides of each bracket: upper method -> lower method.
+BRACKET_PAIRS = {"bracket_upper": "bracket_lower", "pld_upper": "pld_lower"}
+#: The δ axis spans at most this many decades (below: markers on the bottom edge).
+MAX_DECADES = 16
+#: Kept for callers of the previous module: the bottom is at most this many decades below the smallest
+#: certified value when the values span less than MAX_DECADES.
 FLOOR_DECADES = 3
+#: 20 distinguishable colours (tab10, then Dark2 and two of Set1), then the markers change.
+COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
+           "#17becf", "#1b9e77", "#d95f02", "#7570b3", "#e7298a", "#66a61e", "#e6ab02", "#a6761d", "#666666",
+           "#377eb8", "#4daf4a")
+MARKERS = ("o", "s", "^", "D", "P", "X", "*", "h", "<", ">")
+#: Monte Carlo means further than this many standard errors outside the bracket are a contradiction.
+OUTSIDE_SE = 4.0
 
 
 def _pyplot():
@@ -41,6 +69,14 @@ def _pyplot():
     return plt
 
 
+def curve_styles(keys: Sequence) -> dict:
+    """A distinct (colour, marker) per key, in order: 20 colours with circles, then 20 with squares, ..."""
+    out = {}
+    for i, key in enumerate(dict.fromkeys(keys)):
+        out[key] = (COLOURS[i % len(COLOURS)], MARKERS[(i // len(COLOURS)) % len(MARKERS)])
+    return out
+
+
 def _rows(table, direction: str) -> list[dict]:
     return [r for r in table.to_pylist()
             if r["direction"] == direction and r.get("quantity", "delta_at_epsilon") == "delta_at_epsilon"]
@@ -51,94 +87,258 @@ def _positive(values) -> list[float]:
     return [v if v is not None and v > 0 else math.nan for v in values]
 
 
-def y_limits(upper: Sequence[float], others: Sequence[float]) -> tuple[float, float] | None:
-    """Log-axis limits that follow the certified values (UCBs, upper bounds, exact values).
+def at_floor(row: dict) -> bool:
+    """Whether the row's value is its method's floor: an analytic upper bound at its ``resolution`` (δ below it
+    is not resolved), or a Monte Carlo UCB with mean 0 (the sample-count floor 1 - β^{1/m}, times the scale)."""
+    if row["method"] in MC_METHODS:
+        return row["delta"] == 0 and row["delta_upper"] is not None
+    res = row.get("resolution")
+    value = row["delta_upper"] if row["delta_upper"] is not None else row["delta"]
+    # an upper bound reports its resolution where it cannot resolve δ (a smaller value, e.g. the RDP bound
+    # a Poisson PLD falls back to, is a real certified value, not a floor)
+    return (bool(res) and row["guarantee"] != "lower_bound" and value is not None
+            and abs(value - res) <= 1e-9 * res)
 
-    Means and lower bounds far below every certified value (float round-off such as 1e-14 of an
-    FFT composition, or a mean of a few samples) do not stretch the axis: the bottom is at most
-    ``FLOOR_DECADES`` decades below the smallest certified value.
+
+def y_limits(upper: Sequence[float], others: Sequence[float]) -> tuple[float, float] | None:
+    """Log-axis limits from the values that carry a guarantee (``upper``: upper bounds, exact values and
+    UCBs off their floors; ``others``: lower bounds above 0).
+
+    The top is 3 times the largest value (at most 1.5); the bottom a third of the smallest, but at most
+    ``MAX_DECADES`` below the top and ``FLOOR_DECADES`` below the smallest upper value, so that round-off
+    (1e-14 of an FFT) or a far tail (1e-67 of a Poisson RDP bound) does not flatten the figure.
     """
     up = [v for v in upper if v == v and v > 0]
     every = up + [v for v in others if v == v and v > 0]
     if not every:
         return None
+    top = min(1.5, max(every) * 3.0)
     bottom = min(every) / 3.0
     if up:
         bottom = max(bottom, min(up) / 10.0**FLOOR_DECADES)
-    return max(bottom, 1e-300), min(1.5, max(every) * 3.0)
+    return max(bottom, top / 10.0**MAX_DECADES, 1e-300), top
+
+
+#: What each mark of a δ(ε) figure means (the second legend).
+KINDS = {
+    "upper": ("-", None, "upper bound or exact value"),
+    "lower": ("--", None, "lower bound"),
+    "cube": (":", None, "cube lower bound (max statistic)"),
+    "rdp": ((0, (1, 3)), None, "RDP upper bound"),
+    "ucb": ("-.", None, "Monte Carlo UCB (failure probability β)"),
+    "mean": ("none", "x", "Monte Carlo mean ± 2 SE"),
+    "band": (None, None, "bracket: lower to upper side"),
+    "mcband": (None, None, "lower bound to Monte Carlo UCB"),
+    "floor": ("none", "v", "at the method's floor (resolution, or UCB of mean 0): not resolved below"),
+    "below": ("none", "v", "below the axis"),
+    "scatter": ("none", "o", "Monte Carlo mean just outside the certified bracket"),
+    "outside": ("none", "o", "Monte Carlo mean outside the certified bracket"),
+}
+
+
+def _kind(method: str, guarantee: str) -> str:
+    if method in MC_METHODS:
+        return "ucb"
+    if method == "cube_lower_bound":
+        return "cube"
+    if method == "rdp_upper":
+        return "rdp"
+    return "lower" if guarantee == "lower_bound" else "upper"
+
+
+class _Figure:
+    """Lines with the floor, off-axis and legend bookkeeping shared by both kinds of figure."""
+
+    def __init__(self, plt):
+        self.plt = plt
+        self.fig, self.ax = plt.subplots(figsize=(8.0, 4.8))
+        self.upper: list[float] = []
+        self.other: list[float] = []
+        self.points: list[tuple[list, list, str]] = []  # every drawn series, for off-axis marks
+        self.configs: dict[str, tuple[str, str]] = {}  # legend 1: name -> (colour, marker)
+        self.kinds: dict[str, str] = {}  # legend 2: kind -> extra text
+
+    def line(self, xs, ys, colour, marker, kind, certified="upper", label=None, **kw):
+        if certified == "upper":
+            self.upper.extend(ys)
+        elif certified == "other":
+            self.other.extend(ys)
+        self.points.append((list(xs), list(ys), colour))
+        self.kinds.setdefault(kind, "")
+        style = KINDS[kind][0]
+        (line,) = self.ax.plot(xs, ys, color=colour, marker=marker, linestyle=style, label=label, **kw)
+        return line
+
+    def floor_marks(self, points, colour):
+        if points:
+            xs, ys = zip(*points)
+            self.ax.plot(xs, ys, linestyle="none", marker="v", markersize=9, markerfacecolor="none", color=colour)
+            self.points.append((list(xs), list(ys), colour))
+            self.kinds.setdefault("floor", "")
+
+    def finish(self, log: bool = True, legend_lines: bool = False):
+        ax = self.ax
+        if log:
+            ax.set_yscale("log")
+            limits = y_limits(self.upper, self.other)
+            if limits:
+                ax.set_ylim(*limits)
+                bottom = limits[0]
+                below = [(x, colour) for xs, ys, colour in self.points for x, y in zip(xs, ys)
+                         if y == y and 0 < y < bottom]
+                for x, colour in below:
+                    ax.plot([x], [bottom], linestyle="none", marker="v", markersize=7, color=colour, clip_on=False)
+                if below:
+                    self.kinds["below"] = f" (δ < {bottom:.1e})"
+        ax.grid(True, which="both", alpha=0.3)
+        from matplotlib.lines import Line2D  # noqa: PLC0415
+        from matplotlib.patches import Patch  # noqa: PLC0415
+
+        if legend_lines:  # few curves, each labelled with how its values were obtained
+            ax.legend(fontsize=6.5, loc="best")
+            return self.fig, ax
+        else:
+            handles = [Line2D([], [], color=c, marker=m, linestyle="-", label=name) for name, (c, m) in self.configs.items()]
+            first = ax.legend(handles=handles, fontsize=6.5, loc="upper left", bbox_to_anchor=(1.01, 1.0),
+                              title="configuration", title_fontsize=7)
+        ax.add_artist(first)
+        marks = []
+        for kind in KINDS:
+            if kind not in self.kinds:
+                continue
+            style, marker, text = KINDS[kind]
+            text += self.kinds[kind]
+            if kind in ("band", "mcband"):
+                marks.append(Patch(color="grey", alpha=0.25 if kind == "band" else 0.15, label=text))
+            elif kind in ("outside", "scatter"):
+                marks.append(Line2D([], [], linestyle="none", marker="o", markersize=9, markerfacecolor="none",
+                                    markeredgecolor="red" if kind == "outside" else "orange", label=text))
+            else:
+                filled = "none" if kind == "floor" else "black"
+                marks.append(Line2D([], [], color="black", linestyle=style or "none", marker=marker,
+                                    markerfacecolor=filled, label=text))
+        second = None
+        if marks:
+            second = ax.legend(handles=marks, fontsize=6.5, loc="lower left", bbox_to_anchor=(1.01, 0.0),
+                               title="marks", title_fontsize=7)
+        self.fig.epscert_legends = [x for x in (first, second) if x is not None]  # for the saved bounding box
+        return self.fig, ax
 
 
 def plot_delta_curves(table, out: str, direction: str = "both") -> str:
-    """δ(ε) curves; returns the path written.
-
-    Monte Carlo: the UCB (line with markers), the mean with a ±2 standard-error bar, and a band
-    only from a real lower bound (the sampler's ``cube_lower_bound`` rows at the same ε) up to the
-    UCB; with no lower bound the UCB is drawn alone. A UCB whose mean is 0 sits at the
-    sample-count floor (1 - β^{1/m} times the scale): such points get an open triangle.
-    """
-    fig, ax = draw_delta_curves(table, direction)
+    """δ(ε) curves (module docstring); returns the path written."""
+    fig, _ = draw_delta_curves(table, direction)
     return _save(fig, out)
 
 
 def draw_delta_curves(table, direction: str = "both"):
     """(figure, axes) of :func:`plot_delta_curves`, for inspection."""
     plt = _pyplot()
-    groups: dict[tuple, list[dict]] = defaultdict(list)
+    groups: dict[tuple, dict[str, list[dict]]] = defaultdict(lambda: defaultdict(list))
     for r in _rows(table, direction):
-        groups[(r["sampler"], r["method"], r["sigma"], r["steps"], r["epochs"])].append(r)
+        groups[(r["sampler"], r["sigma"], r["steps"], r["epochs"])][r["method"]].append(r)
     if not groups:
         raise ValueError(f"the table has no delta_at_epsilon rows with direction={direction!r}")
-    lower = {k[:1] + k[2:]: sorted(v, key=lambda r: r["epsilon"]) for k, v in groups.items()
-             if k[1] == "cube_lower_bound"}
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    upper_values: list[float] = []
-    other_values: list[float] = []
-    for key, rows in sorted(groups.items()):
-        rows.sort(key=lambda r: r["epsilon"])
-        eps = [r["epsilon"] for r in rows]
-        label = f"{key[0]} {key[1]} (σ={key[2]:g}, T={key[3]}, E={key[4]})"
-        if key[1] in MC_METHODS:
-            ucb = _positive([r["delta_upper"] for r in rows])
-            upper_values.extend(ucb)
-            (line,) = ax.plot(eps, ucb, marker="o", label=f"{label}: UCB (β={rows[0]['error_prob']:g})")
-            color = line.get_color()
-            shown = [(e, r["delta"], 2.0 * (r["std_error"] or 0.0)) for e, r in zip(eps, rows) if r["delta"] > 0]
-            if shown:
-                xs, ms, bars = zip(*shown)
-                other_values.extend(ms)
-                below = [min(b, 0.999 * m) for m, b in zip(ms, bars)]  # a log axis cannot show <= 0
-                ax.errorbar(xs, ms, yerr=[below, list(bars)], fmt="x", color=color, capsize=2,
-                            label=f"{label}: mean ± 2 SE")
-            floor = [(e, u) for e, u, r in zip(eps, ucb, rows) if r["delta"] == 0 and u == u]
-            if floor:
-                ax.plot(*zip(*floor), linestyle="none", marker="v", markersize=9, markerfacecolor="none",
-                        color=color, label=f"{label}: UCB at the sample-count floor (mean 0)")
-            low_rows = lower.get(key[:1] + key[2:])
-            if low_rows and [r["epsilon"] for r in low_rows] == eps:
-                low = _positive([r["delta_lower"] if r["delta_lower"] is not None else r["delta"] for r in low_rows])
-                ok = [lo == lo and u == u and lo <= u for lo, u in zip(low, ucb)]
-                ax.fill_between(eps, [lo if k else math.nan for lo, k in zip(low, ok)],
-                                [u if k else math.nan for u, k in zip(ucb, ok)], color=color, alpha=0.25,
-                                label=f"{label}: lower bound – UCB")
-        else:
-            dashed = rows[0]["guarantee"] == "lower_bound"
-            values = _positive([r["delta"] for r in rows])
-            (other_values if dashed else upper_values).extend(values)
-            ax.plot(eps, values, marker="o", markersize=3, linestyle="--" if dashed else "-", label=label)
-    ax.set_yscale("log")
-    limits = y_limits(upper_values, other_values)
-    if limits:
-        ax.set_ylim(*limits)
-    ax.set_xlabel("ε")
-    ax.set_ylabel("δ(ε)")
-    ax.set_title(f"δ(ε), direction={direction}")
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=6)
-    return fig, ax
+    styles = curve_styles(sorted(groups))
+    f = _Figure(plt)
+    for key in sorted(groups):
+        colour, marker = styles[key]
+        name = f"{key[0]} σ={key[1]:g} T={key[2]} E={key[3]}"
+        methods = {m: sorted(rows, key=lambda r: r["epsilon"]) for m, rows in groups[key].items()}
+        f.configs[name + ": " + ", ".join(sorted(methods))] = (colour, marker)
+        bracket = _bracket_sides(methods)
+        for method, rows in sorted(methods.items()):
+            eps = [r["epsilon"] for r in rows]
+            if method in MC_METHODS:
+                _draw_mc(f, name, method, rows, colour, marker, bracket)
+                continue
+            lower = rows[0]["guarantee"] == "lower_bound"
+            value = [(r["delta_lower"] if lower else (r["delta_upper"] if r["delta_upper"] is not None
+                      else r["delta"])) for r in rows]
+            floor = [at_floor(r) for r in rows]
+            ys = _positive([v if not fl else None for v, fl in zip(value, floor)])
+            f.line(eps, ys, colour, marker, _kind(method, rows[0]["guarantee"]),
+                   certified="other" if lower else "upper", label=f"{name}: {method}", markersize=3)
+            f.floor_marks([(e, v) for e, v, fl in zip(eps, value, floor) if fl and v and v > 0], colour)
+        for upper, lower in BRACKET_PAIRS.items():
+            if upper in methods and lower in methods and _band(f.ax, methods[upper], methods[lower], colour):
+                f.kinds.setdefault("band", "")
+    f.ax.set_xlabel("ε")
+    f.ax.set_ylabel("δ(ε)")
+    f.ax.set_title(f"δ(ε), direction={direction}")
+    return f.finish()
 
+
+def _bracket_sides(methods: dict[str, list[dict]]) -> dict[float, tuple[float, float]]:
+    """ε -> (certified lower, certified upper) of the configuration, from its analytic rows (empty if none)."""
+    lows: dict[float, float] = {}
+    ups: dict[float, float] = {}
+    for method, rows in methods.items():
+        if method in MC_METHODS:
+            continue
+        for r in rows:
+            if r["delta_lower"] is not None:
+                lows[r["epsilon"]] = max(lows.get(r["epsilon"], 0.0), r["delta_lower"])
+            if r["delta_upper"] is not None:
+                ups[r["epsilon"]] = min(ups.get(r["epsilon"], math.inf), r["delta_upper"])
+    return {e: (lows.get(e, 0.0), ups.get(e, math.inf)) for e in set(lows) | set(ups)}
+
+
+def _band(ax, upper_rows, lower_rows, colour) -> bool:
+    ups = {r["epsilon"]: r["delta_upper"] for r in upper_rows if not at_floor(r)}
+    lows = {r["epsilon"]: r["delta_lower"] for r in lower_rows}
+    eps = sorted(e for e in ups if e in lows and ups[e] and lows[e] and 0 < lows[e] <= ups[e])
+    if eps:
+        ax.fill_between(eps, [lows[e] for e in eps], [ups[e] for e in eps], color=colour, alpha=0.25)
+    return bool(eps)
+
+
+def _draw_mc(f: _Figure, name, method, rows, colour, marker, bracket) -> None:
+    """A Monte Carlo method: its UCB (floors as markers), the mean with its ±2 SE interval, a band from the
+    real lower bound to the UCB, and a red ring on a mean outside the certified bracket."""
+    eps = [r["epsilon"] for r in rows]
+    floor = [at_floor(r) for r in rows]
+    ucb = _positive([r["delta_upper"] if not fl else None for r, fl in zip(rows, floor)])
+    f.line(eps, ucb, colour, marker, "ucb", label=f"{name}: {method} UCB (β={rows[0]['error_prob']:g})")
+    f.floor_marks([(e, r["delta_upper"]) for e, r, fl in zip(eps, rows, floor) if fl], colour)
+    shown = [(e, r["delta"], 2.0 * (r["std_error"] or 0.0)) for e, r in zip(eps, rows) if r["delta"] > 0]
+    if shown:
+        xs, ms, bars = zip(*shown)
+        below = [min(b, 0.999 * m) for m, b in zip(ms, bars)]  # a log axis cannot show <= 0
+        f.ax.errorbar(xs, ms, yerr=[below, list(bars)], fmt="x", color=colour, capsize=2,
+                      label=f"{name}: {method} mean ± 2 SE")
+        f.points.append((list(xs), list(ms), colour))
+        f.kinds.setdefault("mean", "")
+        outside = []
+        for e, m, b in shown:
+            lo, up = bracket.get(e, (0.0, math.inf))
+            if m < lo or m > up:
+                se = b / 2
+                outside.append((e, m, (lo - m if m < lo else m - up) / se if se > 0 else math.inf))
+        if outside:
+            worst = max(k for _, _, k in outside)
+            scatter = [(e, m) for e, m, k in outside if k <= OUTSIDE_SE]
+            if scatter:
+                f.ax.plot([e for e, _ in scatter], [m for _, m in scatter], linestyle="none", marker="o",
+                          markersize=9, markerfacecolor="none", markeredgecolor="orange")
+                f.kinds["scatter"] = f" (up to {min(worst, OUTSIDE_SE):.1f} SE: sampling scatter)"
+            far = [(e, m, k) for e, m, k in outside if k > OUTSIDE_SE]
+            if far:
+                f.ax.plot([e for e, _, _ in far], [m for _, m, _ in far], linestyle="none", marker="o",
+                          markersize=12, markerfacecolor="none", markeredgecolor="red")
+                f.kinds["outside"] = f" by more than {OUTSIDE_SE:g} SE (up to {worst:.1f}): a contradiction"
+    lows = {e: lo for e, (lo, _) in bracket.items() if lo > 0}
+    band = [(e, lows[e], u) for e, u in zip(eps, ucb) if e in lows and u == u and lows[e] <= u]
+    if band:
+        f.ax.fill_between([b[0] for b in band], [b[1] for b in band], [b[2] for b in band], color=colour,
+                          alpha=0.15)
+        f.kinds.setdefault("mcband", "")
+
+
+# ---- ε(δ) against σ ------------------------------------------------------------------------------
 
 def epsilon_at(rows: Sequence[dict], delta: float) -> float:
-    """Smallest grid ε whose certified value is <= δ (inf if none)."""
+    """Smallest grid ε whose certified value is <= δ (inf if none); lower-bound rows use their value."""
     best = math.inf
     for r in rows:
         value = r["delta_upper"] if r["delta_upper"] is not None else r["delta"]
@@ -149,14 +349,22 @@ def epsilon_at(rows: Sequence[dict], delta: float) -> float:
     return best
 
 
-def certified_epsilons(table, delta: float, direction: str = "both") -> dict[tuple, dict[float, tuple[float, str]]]:
-    """Per (sampler, method, T, E): σ -> (ε, mark), mark '=' for a value, '≤' or '≥' at a grid edge.
+def _computed_epsilon(r: dict, delta: float, direction: str) -> tuple[float, str]:
+    """ε(δ) of an analytic row's method at (sampler, σ, T, E), computed at δ itself (core functions)."""
+    from epscert.inverse.epsilon_at_delta import analytic_epsilon_rows  # noqa: PLC0415 (plotting only)
+    from epscert.params import CertifyConfig, Method  # noqa: PLC0415
 
-    ε(δ) rows (``quantity='epsilon_at_delta'`` at this δ) are read first: their ε is the certified
-    value (upper bound, lower bound or exact). Where a configuration has none, the δ(ε) grid
-    gives the smallest grid ε whose certified δ is <= δ: an upper bound at grid resolution, and
-    at the smallest grid ε only '≤' (the true crossing may lie anywhere below it).
-    """
+    config = CertifyConfig(r["sampler"], r["sigma"], r["steps"], (1.0,), epochs=r["epochs"], methods=(r["method"],),
+                           direction=direction, dataset_size=r.get("dataset_size"),
+                           max_batch_size=r.get("max_batch_size"))
+    (row,) = analytic_epsilon_rows(config, Method(r["method"]), [delta])
+    value = row["epsilon_upper"] if row["epsilon_upper"] is not None else row["epsilon_lower"]
+    return value, "computed"
+
+
+def certified_epsilons(table, delta: float, direction: str = "both") -> dict[tuple, dict[float, tuple[float, str]]]:
+    """Per (sampler, method, T, E): σ -> (ε, how), how = 'read' (an ε(δ) row of the file), 'computed' (an
+    analytic method at δ, computed here), 'grid' (off the ε grid) or 'grid≤' (the grid's first point: ε <= it)."""
     out: dict[tuple, dict[float, tuple[float, str]]] = defaultdict(dict)
     rows = [r for r in table.to_pylist() if r["direction"] == direction]
     for r in rows:
@@ -164,92 +372,86 @@ def certified_epsilons(table, delta: float, direction: str = "both") -> dict[tup
                 and math.isclose(r["target_delta"], delta, rel_tol=1e-12):
             value = r["epsilon_upper"] if r["epsilon_upper"] is not None else r["epsilon_lower"]
             if value is not None and math.isfinite(value):
-                out[(r["sampler"], r["method"], r["steps"], r["epochs"])][r["sigma"]] = (value, "=")
+                out[(r["sampler"], r["method"], r["steps"], r["epochs"])][r["sigma"]] = (value, "read")
     grid: dict[tuple, dict[float, list[dict]]] = defaultdict(lambda: defaultdict(list))
     for r in rows:
         key = (r["sampler"], r["method"], r["steps"], r["epochs"])
-        if r.get("quantity", "delta_at_epsilon") == "delta_at_epsilon" and key not in out:
+        if r.get("quantity", "delta_at_epsilon") == "delta_at_epsilon" and r["sigma"] not in out.get(key, {}):
             grid[key][r["sigma"]].append(r)
     for key, by_sigma in grid.items():
         for sigma, group in by_sigma.items():
-            value = epsilon_at(group, delta)
+            if key[1] not in COMPUTED_METHODS:  # Monte Carlo, and RDP (no ε(δ) curve in the core)
+                value = epsilon_at(group, delta)
+                how = "grid≤" if value == min(r["epsilon"] for r in group) else "grid"
+            else:
+                value, how = _computed_epsilon(group[0], delta, direction)
             if math.isfinite(value):
-                edge = value == min(r["epsilon"] for r in group)
-                out[key][sigma] = (value, "≤" if edge else "=")
+                out[key][sigma] = (value, how)
     return out
 
 
-def bracket_epsilons(table, delta: float, direction: str = "both") -> dict[tuple, dict[float, tuple[float, float]]]:
-    """Per (T, E) of the table's Balls-and-Bins configurations: σ -> (ε lower, ε upper) at ``delta``.
-
-    Computed from the deterministic PLD bracket (:mod:`epscert.allocation`) at this δ itself, not
-    read off an ε grid: both sides are certified (the true ε(δ) lies between them). Configurations
-    outside the bracket's range (σ < 0.3, T > 10^6, E > 1000) are left out.
-    """
-    from epscert.allocation import bracket_for  # noqa: PLC0415 (plotting only)
-    from epscert.params import BRACKET_MAX_EPOCHS, BRACKET_MAX_STEPS, BRACKET_MIN_SIGMA  # noqa: PLC0415
-
-    out: dict[tuple, dict[float, tuple[float, float]]] = defaultdict(dict)
-    seen = {(r["sigma"], r["steps"], r["epochs"]) for r in table.to_pylist() if r["sampler"] == "balls_and_bins"}
-    for sigma, steps, epochs in sorted(seen):
-        if sigma >= BRACKET_MIN_SIGMA and steps <= BRACKET_MAX_STEPS and epochs <= BRACKET_MAX_EPOCHS:
-            upper, lower = bracket_for(sigma, steps, epochs).epsilon(delta, direction)
-            if math.isfinite(upper):
-                out[(steps, epochs)][sigma] = (lower, upper)
-    return out
+HOW = {"read": "ε(δ) rows of the file", "computed": "computed by the plot at δ (not in the file)",
+       "grid": "read off the file's ε grid (upper bound at grid resolution)"}
 
 
 def plot_epsilon_vs_sigma(table, out: str, delta: float, direction: str = "both") -> str:
     """ε(δ) against σ per sampler and method, from a sweep table (see :func:`certified_epsilons`)."""
-    fig, ax = draw_epsilon_vs_sigma(table, delta, direction)
+    fig, _ = draw_epsilon_vs_sigma(table, delta, direction)
     return _save(fig, out)
 
 
 def draw_epsilon_vs_sigma(table, delta: float, direction: str = "both"):
     """(figure, axes) of :func:`plot_epsilon_vs_sigma`, for inspection."""
     plt = _pyplot()
-    lower_methods = {r["method"] for r in table.to_pylist() if r["guarantee"] == "lower_bound"}
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    drawn = 0
-    for key, by_sigma in sorted(certified_epsilons(table, delta, direction).items()):
-        sigmas = sorted(by_sigma)
-        if not sigmas:
-            continue
-        values = [by_sigma[s][0] for s in sigmas]
-        (line,) = ax.plot(sigmas, values, marker="o", linestyle="--" if key[1] in lower_methods else "-",
-                          label=f"{key[0]} {key[1]} (T={key[2]}, E={key[3]})")
-        for s, (value, mark) in by_sigma.items():
-            if mark != "=":
-                ax.plot([s], [value], linestyle="none", marker="v" if mark == "≤" else "^", markersize=9,
-                        markerfacecolor="none", color=line.get_color())
-                ax.annotate(f"{mark}{value:g}", (s, value), textcoords="offset points", xytext=(4, 4), fontsize=7)
-        drawn += 1
-    for (steps, epochs), by_sigma in sorted(bracket_epsilons(table, delta, direction).items()):
-        sigmas = sorted(by_sigma)
-        lows, ups = [by_sigma[s][0] for s in sigmas], [by_sigma[s][1] for s in sigmas]
-        (line,) = ax.plot(sigmas, ups, marker="s", label=f"balls_and_bins PLD bracket, upper (T={steps}, E={epochs})")
-        ax.fill_between(sigmas, lows, ups, alpha=0.3, color=line.get_color(),
-                        label=f"balls_and_bins PLD bracket, lower to upper (T={steps}, E={epochs})")
-        drawn += 1
-    if not drawn:
+    guarantees = {(r["sampler"], r["method"]): r["guarantee"] for r in table.to_pylist()}
+    curves = {k: v for k, v in certified_epsilons(table, delta, direction).items() if v}
+    if not curves:
         raise ValueError(f"no configuration of the table reaches delta={delta} on its ε grid or ε(δ) rows")
-    ax.set_xlabel("σ (noise multiplier)")
-    ax.set_ylabel(f"ε at δ={delta:g}")
+    styles = curve_styles(sorted({(k[0], k[2], k[3]) for k in curves}))
+    f = _Figure(plt)
+    for key, by_sigma in sorted(curves.items()):
+        sampler, method, steps, epochs = key
+        colour, marker = styles[(sampler, steps, epochs)]
+        sigmas = sorted(by_sigma)
+        values = [by_sigma[s][0] for s in sigmas]
+        hows = {by_sigma[s][1].rstrip("≤") for s in sigmas}
+        lower = guarantees.get((sampler, method)) == "lower_bound" or method.endswith("_lower")
+        how = "; ".join(HOW[h] for h in sorted(hows))
+        f.line(sigmas, values, colour, marker, "lower" if lower else "upper", certified="other" if lower else "upper",
+               label=f"{sampler} {method} (T={steps}, E={epochs}): {how}")
+        for s in sigmas:
+            value, mark = by_sigma[s]
+            if mark == "grid≤":
+                f.ax.plot([s], [value], linestyle="none", marker="v", markersize=9, markerfacecolor="none",
+                          color=colour)
+                f.ax.annotate(f"≤{value:g}", (s, value), textcoords="offset points", xytext=(4, 4), fontsize=7)
+    for (sampler, method, steps, epochs), by_sigma in sorted(curves.items()):
+        partner = BRACKET_PAIRS.get(method)
+        other = curves.get((sampler, partner, steps, epochs)) if partner else None
+        if other:
+            sigmas = sorted(s for s in by_sigma if s in other)
+            colour, _ = styles[(sampler, steps, epochs)]
+            f.ax.fill_between(sigmas, [other[s][0] for s in sigmas], [by_sigma[s][0] for s in sigmas],
+                              color=colour, alpha=0.2, label=f"{sampler} {method}–{partner} (T={steps}, E={epochs})")
+    f.ax.set_xlabel("σ (noise multiplier)")
+    f.ax.set_ylabel(f"ε at δ={delta:g}")
+    f.ax.set_title(f"ε(δ={delta:g}) against σ, direction={direction}")
+    fig, ax = f.finish(log=False, legend_lines=True)
     ax.set_yscale("log")
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=6)
     return fig, ax
 
 
 def _save(fig, out: str) -> str:
     tmp = f"{out}.tmp-{os.getpid()}.png"
-    fig.savefig(tmp, dpi=120, bbox_inches="tight")
+    fig.savefig(tmp, dpi=120, bbox_inches="tight", bbox_extra_artists=getattr(fig, "epscert_legends", None))
     fig.clf()
     os.replace(tmp, out)  # atomic: no half-written figure under the final name
     return out
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from pipelines.options import check_writable_file  # noqa: PLC0415
+
     parser = ArgumentParser(prog="epscert plot", description=__doc__.splitlines()[0])
     parser.add_argument("results", help="a results Parquet file (certify or sweep output)")
     parser.add_argument("--out", required=True, help="PNG file to write")

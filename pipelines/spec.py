@@ -17,9 +17,14 @@ keys ``mechanism, c_col, strategy_matrix, iterations, cycle_length`` (below). Si
 integer), ``pld_discretization``, ``baselines`` (true adds each configuration's analytic
 baselines as configurations of their own). Keys left out take the defaults of ``epscert certify``
 (sampler balls_and_bins, method auto, samples 100000, error_prob 0.01, seed 0, shards auto...).
-``method: auto`` (or no ``method``) runs the sampler's certified methods
-(:func:`epscert.inverse.best.auto_methods`): PLD upper and RDP for Poisson, exact for
-deterministic, Monte Carlo ``auto`` for Balls-and-Bins and shuffling.
+``method: auto`` (or no ``method``) runs, per configuration, the certified candidate that
+``epscert epsilon`` answers with (:func:`epscert.inverse.best.auto_methods`), with the other side
+of its bracket: ``bracket_upper`` and ``bracket_lower`` for Balls-and-Bins in the bracket's range
+(σ >= 0.3, T <= 10^6, E <= 1000), ``pld_upper`` and ``pld_lower`` for Poisson,
+``exact`` for deterministic; Monte Carlo ``auto`` where none applies (Balls-and-Bins outside the
+range, shuffling). The rows' ``method`` says which it was. Configurations are keyed by what
+changes their rows: an analytic configuration ignores samples, error_prob, seed, backend and
+orders (one computation for ``backend: [auto, numpy]``).
 
 Steps rule: give ``steps`` (T, steps per epoch), or both ``dataset_size`` n and ``batch_size`` b,
 and then T = n // b: the number of full batches in one epoch (a last, partial batch is dropped,
@@ -50,6 +55,7 @@ Files are parsed with ``yaml.safe_load`` or ``json.loads`` only.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import os
@@ -64,7 +70,7 @@ from epscert import mechanism
 from epscert.mechanism import mechanism_settings, read_c_col, strategy_from
 from epscert.results.baselines import baseline_tasks
 from epscert.results.cost import check_pld_memory
-from epscert.params import CertifyConfig, show, steps_per_epoch
+from epscert.params import DEFAULT_ERROR_PROB, DEFAULT_SAMPLES, CertifyConfig, Method, show, steps_per_epoch
 from pipelines.certify import with_shards
 from pipelines.options import UsageError
 from transforms.sinks import is_local
@@ -268,6 +274,7 @@ def expand(spec: Mapping, workers: int = 1) -> list[CertifyConfig]:
     if single["baselines"]:
         for config in list(configs.values()):
             for base, _ in baseline_tasks(config):
+                base = keyed_by_result(base)
                 configs.setdefault(base.config_id, base)
     for config in configs.values():  # dp_accounting PLDs past the memory cap: refused before any work
         try:
@@ -290,12 +297,31 @@ def _config(point: Mapping, single: Mapping, workers: int = 1) -> CertifyConfig:
         cycle_length=kwargs.pop("cycle_length", None), mechanism=kwargs.pop("mechanism", None))
     kwargs["strategy"] = strategy
     method = kwargs.pop("method", "auto")
-    # auto: the sampler's certified methods (PLD for Poisson, exact for deterministic), else Monte Carlo
-    kwargs["methods"] = auto_methods(kwargs["sampler"]) if method == "auto" else (method,)
+    kwargs["methods"] = (method,)
     kwargs.update(epsilons=single["epsilons"], seed=single["seed"], shards=1)
     if "pld_discretization" in single:
         kwargs["pld_discretization"] = single["pld_discretization"]
-    return with_shards(CertifyConfig(**kwargs), single["shards"], workers)
+    config = CertifyConfig(**kwargs)
+    if isinstance(method, str) and method.strip().lower() == "auto":
+        # auto: the candidate `epscert epsilon` answers with for this (σ, T, E) (the bracket for
+        # Balls-and-Bins in its range, PLD for Poisson, exact for deterministic), else Monte Carlo
+        methods = auto_methods(config)
+        if methods != (Method.AUTO,):
+            config = dataclasses.replace(config, methods=methods, orders=None)
+    return with_shards(keyed_by_result(config), single["shards"], workers)
+
+
+def keyed_by_result(config: CertifyConfig) -> CertifyConfig:
+    """``config`` with the fields that cannot change its rows set to their defaults (one config_id per result).
+
+    A configuration without a Monte Carlo method draws nothing: its samples, β, seed, backend and orders
+    change no number, so ``backend: [auto, numpy]`` or ``samples: [1e5, 1e6]`` must not compute (and
+    store) its analytic rows twice.
+    """
+    if any(m.is_monte_carlo for m in config.resolved):
+        return config
+    return dataclasses.replace(config, samples=DEFAULT_SAMPLES, error_prob=DEFAULT_ERROR_PROB, seed=0,
+                               backend="numpy", orders=None, shards=1)
 
 
 def load(path: str, workers: int = 1) -> list[CertifyConfig]:

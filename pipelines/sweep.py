@@ -18,6 +18,7 @@ waves. On remote runners the default is one job for the whole sweep.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import os
 import sys
@@ -28,6 +29,7 @@ import apache_beam as beam
 from apache_beam.runners.runner import PipelineResult, PipelineState
 
 from epscert.params import CertifyConfig, check_float
+from epscert.montecarlo import backends
 from epscert.montecarlo.shard import estimated_seconds
 from pipelines import spec as spec_mod
 from pipelines.options import (
@@ -135,6 +137,11 @@ def prepare(argv: Sequence[str] | None = None, prog: str = PROG) -> SweepJob:
         raise UsageError(str(err)) from None
     workers = parallelism(pipeline_args)
     configs = spec_mod.load(spec_path, workers.workers)
+    if choice.local:  # the workers are this machine: a backend it cannot run is refused now, auto decided now
+        try:
+            configs = local_backends(configs)
+        except ValueError as err:
+            raise UsageError(f"sweep spec: {err}") from None
     output = expand_output(args.output)
     check_output_reachable("output", output, choice)
     if not args.dry_run:  # a dry run writes nothing, not even DIR
@@ -149,6 +156,20 @@ def prepare(argv: Sequence[str] | None = None, prog: str = PROG) -> SweepJob:
                              f"(output={output!r}); remove it or choose another --output")
     return SweepJob(tuple(configs), output, args.format, shards, wave, not args.no_progress, choice,
                     args.dry_run, max_hours, workers)
+
+
+def local_backends(configs: Sequence[CertifyConfig]) -> list[CertifyConfig]:
+    """For a local runner: refuse ``backend: jax`` without JAX (before any directory or pipeline exists),
+    and decide ``auto`` here, so that ``backend: [auto, numpy]`` on a machine without a GPU is one
+    configuration (one config_id, one set of rows), not two identical ones."""
+    out: dict[str, CertifyConfig] = {}
+    for config in configs:
+        backends.check_available(config)
+        here = backends.resolved_here(config)
+        if here != config.backend:
+            config = dataclasses.replace(config, backend=here)
+        out.setdefault(config.config_id, config)
+    return list(out.values())
 
 
 def pending(job: SweepJob) -> list[CertifyConfig]:

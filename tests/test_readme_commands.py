@@ -33,7 +33,8 @@ SLOW = ("epscert compare --sigma 0.35 --steps 1000 --epsilons 1,2,4,8 --deltas 1
         "python -m benchmarks.method_table", "python -m benchmarks.calibration",
         "python -m benchmarks.fft_vs_dp_accounting", "python -m benchmarks.run", "python -m benchmarks.parallel",
         "python -m benchmarks.allocation",
-        "python -m benchmarks.conditional", "python -m benchmarks.conditional_epochs", "python -m benchmarks.midepoch")
+        "python -m benchmarks.conditional", "python -m benchmarks.conditional_epochs", "python -m benchmarks.midepoch",
+        "python -m benchmarks.readme_figures")
 #: The BandMF section's commands (issue 23), run only with -m slow (tens of CPU seconds).
 MATRIX = ("epscert epsilon --c-col 1,0.5,0.375,0.3125 --iterations 200 --cycle-length 10 --noise-multiplier 3 "
           "--delta 1e-6 --samples 10000",
@@ -173,9 +174,10 @@ def _label(text: str) -> tuple[str, float]:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("command", SLOW[1:])
-def test_benchmark_commands_run(command):
-    proc = subprocess.run([sys.executable, *shlex.split(command)[1:]], cwd=ROOT, capture_output=True, text=True,
-                          timeout=3600)
+def test_benchmark_commands_run(command, tmp_path):
+    extra = ["--out", str(tmp_path)] if command.endswith("readme_figures") else []  # not over the README's PNGs
+    proc = subprocess.run([sys.executable, *shlex.split(command)[1:], *extra], cwd=ROOT, capture_output=True,
+                          text=True, timeout=3600)
     assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
 
 

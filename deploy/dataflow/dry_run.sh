@@ -5,6 +5,10 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 
 cd "$EPSCERT_ROOT"
+if [[ "${DRY_RUN:-0}" != "1" ]] && ! python -c "import apache_beam.runners.dataflow.internal.apiclient" 2>/dev/null; then
+  echo "dry_run.sh: Beam's Dataflow runner needs the gcp extra, not installed here: pip install -e '.[gcp]'" >&2
+  exit 2
+fi
 run python -m pipelines.certify \
   --sampler balls_and_bins --sigma 0.35 --steps 1000 --epsilons 1,2,4,8 --method importance \
   --samples 1000000 --output "gs://${BUCKET:-epscert-dry-run}/out/results.parquet" \

@@ -258,19 +258,22 @@ class AllocationBracket:
 
     def delta(self, epsilons, direction="both") -> tuple[np.ndarray, np.ndarray]:
         """(upper, lower) bounds on δ(ε) at each ε (any finite reals <= 700), same shape as input."""
-        return self.upper(epsilons, direction), self.lower(epsilons, direction)
+        return self.delta_side(epsilons, direction, "upper"), self.delta_side(epsilons, direction, "lower")
 
     def upper(self, epsilons, direction="both") -> np.ndarray:
         """The upper bounds of :meth:`delta` alone (only the upper chain is computed)."""
-        return self._monotone(epsilons, direction, "upper")
+        return self.delta_side(epsilons, direction, "upper")
 
     def lower(self, epsilons, direction="both") -> np.ndarray:
         """The lower bounds of :meth:`delta` alone (only the lower chain is computed)."""
-        return self._monotone(epsilons, direction, "lower")
+        return self.delta_side(epsilons, direction, "lower")
 
-    def _monotone(self, epsilons, direction, side: str) -> np.ndarray:
-        """One side at each ε, with the running minimum (upper) or maximum from the right (lower)."""
+    def delta_side(self, epsilons, direction="both", side: str = "upper") -> np.ndarray:
+        """One side of :meth:`delta` (``side`` 'upper' or 'lower'), with the running minimum (upper) or
+        maximum from the right (lower); builds only that side's chain."""
         direction = _as_direction(direction)
+        if side not in ("upper", "lower"):
+            raise ValueError(f"side must be 'upper' or 'lower', got side={side!r}")
         eps = np.asarray(epsilons, dtype=np.float64)
         shape = eps.shape
         flat = eps.ravel()
@@ -279,56 +282,57 @@ class AllocationBracket:
         order = np.argsort(flat, kind="stable")
         srt = flat[order]
         if side == "upper":
-            val = np.minimum.accumulate(self._bound(srt, direction, "upper"))
+            env = np.minimum.accumulate(self._bound(srt, direction, "upper"))
         else:
-            val = np.maximum.accumulate(self._bound(srt, direction, "lower")[::-1])[::-1]
+            env = np.maximum.accumulate(self._bound(srt, direction, "lower")[::-1])[::-1]
         out = np.empty_like(flat)
-        out[order] = val
+        out[order] = env
         return out.reshape(shape)
 
     def epsilon(self, delta: float, direction="both") -> tuple[float, float]:
         """(eps_upper, eps_lower): certified bounds on ε(δ) = min{ε >= 0 : δ(ε) <= delta}."""
+        return self.epsilon_side(delta, direction, "upper"), self.epsilon_side(delta, direction, "lower")
+
+    def epsilon_side(self, delta: float, direction="both", side: str = "upper") -> float:
+        """One side of :meth:`epsilon`: eps_upper = min{ε : upper(ε) <= δ} (inf if none <= 700), or eps_lower =
+        sup{ε : lower(ε) > δ} (0 if none, 700 if lower(700) > δ); builds only that side's chain."""
         direction = _as_direction(direction)
         if isinstance(delta, bool) or not isinstance(delta, (int, float, np.floating)) \
                 or not (0.0 < float(delta) < 1.0):
             raise ValueError(f"delta must be a number in (0, 1), got delta={delta!r}")
+        if side not in ("upper", "lower"):
+            raise ValueError(f"side must be 'upper' or 'lower', got side={side!r}")
         delta = float(delta)
 
-        def up(e: float) -> float:
-            return float(self._bound(np.array([e]), direction, "upper")[0])
+        def at(e: float) -> float:
+            return float(self._bound(np.array([e]), direction, side)[0])
 
-        def lo(e: float) -> float:
-            return float(self._bound(np.array([e]), direction, "lower")[0])
-
-        # eps_upper: smallest ε with up(ε) <= delta (returned from the safe side)
-        if up(0.0) <= delta:
-            eps_upper = 0.0
-        elif up(MAX_EPSILON) > delta:
-            eps_upper = math.inf
-        else:
+        if side == "upper":  # smallest ε with up(ε) <= delta (returned from the safe side)
+            if at(0.0) <= delta:
+                return 0.0
+            if at(MAX_EPSILON) > delta:
+                return math.inf
             a, b = 0.0, MAX_EPSILON  # up(a) > delta >= up(b)
             for _ in range(_BISECTION_STEPS):
                 m = 0.5 * (a + b)
-                if up(m) <= delta:
+                if at(m) <= delta:
                     b = m
                 else:
                     a = m
-            eps_upper = b
-        # eps_lower: largest ε with lo(ε) > delta (0 if none)
-        if not lo(0.0) > delta:
-            eps_lower = 0.0
-        else:
-            a, b = 0.0, MAX_EPSILON  # lo(a) > delta; lo(700) is 0 or > delta
-            if lo(b) > delta:
-                return eps_upper, b
-            for _ in range(_BISECTION_STEPS):
-                m = 0.5 * (a + b)
-                if lo(m) > delta:
-                    a = m
-                else:
-                    b = m
-            eps_lower = a
-        return eps_upper, eps_lower
+            return b
+        # largest ε with lo(ε) > delta (0 if none)
+        if not at(0.0) > delta:
+            return 0.0
+        a, b = 0.0, MAX_EPSILON  # lo(a) > delta; lo(700) is 0 or > delta
+        if at(b) > delta:
+            return b
+        for _ in range(_BISECTION_STEPS):
+            m = 0.5 * (a + b)
+            if at(m) > delta:
+                a = m
+            else:
+                b = m
+        return a
 
 
 def default_cells(sigma: float) -> int:

@@ -61,16 +61,16 @@ def matrix_bounds(gram, sigma: float, method: Method, direction: Direction, eps:
         return lo, hi, "exact", "gaussian_closed_form", 0.0
     if method is Method.COMONOTONE_UPPER_BOUND:
         return None, gaussian_bracket(1.0 / math.sqrt(v_max), eps)[1], "upper_bound", "comonotone_gaussian", 0.0
-    if method in (Method.INDEPENDENT_LOWER_BOUND, Method.PLD_LOWER, Method.PLD_UPPER):
+    if method in (Method.INDEPENDENT_LOWER_BOUND, Method.BRACKET_LOWER, Method.BRACKET_UPPER):
         if b == 1:
             lo, hi = gaussian_bracket(1.0 / math.sqrt(v_max), eps)
-            if method is Method.PLD_UPPER:
+            if method is Method.BRACKET_UPPER:
                 return None, hi, "upper_bound", "gaussian_closed_form", 0.0
             return lo, None, "lower_bound", "gaussian_closed_form", 0.0
         bracket = bracket_for(1.0 / math.sqrt(v_min), b, 1)
-        upper_side, lower_side = bracket.delta(eps, direction.value)
-        if method is Method.PLD_UPPER:  # validated: C = c·I and b | n, so every v_k = v_min
-            return None, upper_side, "upper_bound", "allocation_bracket_upper", bracket.resolution
-        name = "allocation_bracket_lower" if method is Method.PLD_LOWER else "independent_modes_bracket_lower"
-        return lower_side, None, "lower_bound", name, bracket.resolution
+        if method is Method.BRACKET_UPPER:  # validated: C = c·I and b | n, so every v_k = v_min
+            return (None, bracket.delta_side(eps, direction.value, "upper"), "upper_bound", "allocation_bracket_upper",
+                    bracket.resolution)
+        name = "allocation_bracket_lower" if method is Method.BRACKET_LOWER else "independent_modes_bracket_lower"
+        return bracket.delta_side(eps, direction.value, "lower"), None, "lower_bound", name, bracket.resolution
     raise ValueError(f"method={method.value!r} is not an analytic method of the matrix mechanism")

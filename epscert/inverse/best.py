@@ -7,15 +7,14 @@ that answers "what is my ε" (``epscert epsilon``, ``Accountant.get_epsilon/get_
 ``method='auto'``, sweeps with ``method: auto``) goes through these two functions, so a new
 certified method is one line in :data:`CANDIDATES`.
 
-Candidates today:
+Candidates (the one table, :data:`epscert.support.CANDIDATES`):
 
 - poisson: ``pld_upper`` (the certified Poisson PLD bracket's upper side, RDP where that is smaller), ``rdp_upper`` (δ(ε) only: RDP gives
   no ε(δ) curve here, and PLD is the tighter of the two in every case we know of).
 - deterministic: ``exact``.
-- balls_and_bins: the deterministic PLD bracket's upper side ``pld_upper`` (:mod:`epscert.allocation`,
+- balls_and_bins: the deterministic PLD bracket's upper side ``bracket_upper`` (:mod:`epscert.allocation`,
   for σ >= 0.3, T <= 10^6, E <= 1000), Monte Carlo (``auto``, resolved by
-  :class:`~epscert.params.CertifyConfig`), then ``exact`` through domination (below). Monte Carlo is
-  skipped for ε(δ) when its sample count cannot reach δ at all (the floor below), with a note.
+  :class:`~epscert.params.CertifyConfig`), then ``exact`` through domination (below).
 - shuffle, shuffle_persistent: ``exact`` through domination only. Their Monte Carlo pair is tight
   only under a conjecture, so it certifies nothing.
 - a matrix mechanism (a configuration with a strategy, :data:`MATRIX_CANDIDATES`): the
@@ -31,6 +30,12 @@ see :func:`epscert.inverse.epsilon_at_delta.lower_epsilon`) and, for a matrix me
 deterministic lower bounds (:data:`MATRIX_LOWER`: the bracket's lower side for C = c·I, and the
 independent-modes bound), which hold always. The maximum of lower bounds is a lower bound. Each side
 holds at level β, the pair at 2β. ``estimate`` is the Monte Carlo point estimate when Monte Carlo ran.
+
+Monte Carlo runs only when no candidate before it answered (the bracket is within about 1% of the
+true δ, where a Monte Carlo UCB is far looser and costs a sampling run), and only when its sample
+count can reach the target at all (:func:`epscert.inverse.epsilon_at_delta.mc_epsilon_floor`);
+otherwise a note says what a finite answer needs. A candidate outside its range (the bracket's σ,
+T, E limits, or a δ below its resolution) leaves a note naming the limit.
 
 Domination by deterministic batches. With Balls-and-Bins or shuffling, the batch assignment is
 drawn independently of the data, and given the assignment every record sits in exactly one
@@ -62,45 +67,45 @@ import math
 import time
 from typing import Mapping, NamedTuple, Sequence
 
-from epscert.inverse.epsilon_at_delta import analytic_epsilon_rows, check_deltas, mc_epsilon_rows
-from epscert.params import (BRACKET_MAX_EPOCHS, BRACKET_MAX_STEPS, BRACKET_MIN_SIGMA, SUPPORTED_METHODS,
+from epscert import support
+from epscert.allocation import bracket_for
+from epscert.allocation.bracket import MAX_EPSILON as BRACKET_MAX_EPSILON
+from epscert.inverse.epsilon_at_delta import analytic_epsilon_rows, check_deltas, mc_epsilon_floor, mc_epsilon_rows
+from epscert.inverse.search import MAX_EPSILON as SEARCH_MAX_EPSILON
+from epscert.montecarlo.shard import estimated_seconds
+from epscert.params import (MAX_EPSILON, MAX_TOTAL_COORDINATES, bracket_limit, parse_sampler,
                             CertifyConfig, Method, Sampler, check_float)
 from epscert.progress import Callback, ProgressMeter
 from epscert.results.baselines import independent_bound_applies
+from epscert.results.cost import format_seconds
 from epscert.results.rows import analytic_rows
 from epscert.results.tables import certify_config
 
-#: Per sampler, the methods whose values certify an upper bound, in evaluation order.
-#: ``Method.AUTO`` stands for the configuration's Monte Carlo method; ``Method.EXACT`` on a sampler
-#: other than ``deterministic`` stands for the deterministic curve by domination (module docstring).
+#: Per sampler, the methods whose values certify an upper bound, in evaluation order (read from
+#: :data:`epscert.support.CANDIDATES`). ``Method.AUTO`` stands for the configuration's Monte Carlo
+#: method; ``Method.EXACT`` on a sampler other than ``deterministic`` stands for the deterministic
+#: curve by domination (module docstring).
 CANDIDATES: Mapping[Sampler, tuple[Method, ...]] = {
-    Sampler.POISSON: (Method.PLD_UPPER, Method.RDP_UPPER),
-    Sampler.DETERMINISTIC: (Method.EXACT,),
-    Sampler.BALLS_AND_BINS: (Method.PLD_UPPER, Method.AUTO, Method.EXACT),
-    Sampler.SHUFFLE: (Method.EXACT,),
-    Sampler.SHUFFLE_PERSISTENT: (Method.EXACT,),
-    Sampler.BALLS_AND_BINS_PERSISTENT: (Method.PLD_UPPER, Method.AUTO, Method.EXACT),
+    s: tuple(Method(m) for m in support.CANDIDATES[(support.DEFAULT_MECHANISM, s.value)]) for s in Sampler
 }
 #: The candidates of a matrix mechanism (a configuration with a strategy), in evaluation order.
-MATRIX_CANDIDATES = (Method.PLD_UPPER, Method.COMONOTONE_UPPER_BOUND, Method.AUTO)
+MATRIX_CANDIDATES = (Method.BRACKET_UPPER, Method.COMONOTONE_UPPER_BOUND, Method.AUTO)
 #: Deterministic lower bounds of a matrix mechanism, evaluated for the two-sided answer.
-MATRIX_LOWER = (Method.PLD_LOWER, Method.INDEPENDENT_LOWER_BOUND)
+MATRIX_LOWER = (Method.BRACKET_LOWER, Method.INDEPENDENT_LOWER_BOUND)
 DOMINATION_BOUND = "deterministic_domination"
 #: Methods that give an ε(δ) curve (RDP gives δ at a grid of ε only).
-EPSILON_METHODS = frozenset({Method.AUTO, Method.EXACT, Method.PLD_UPPER, Method.COMONOTONE_UPPER_BOUND})
+EPSILON_METHODS = frozenset({Method.AUTO, Method.EXACT, Method.PLD_UPPER, Method.BRACKET_UPPER,
+                             Method.COMONOTONE_UPPER_BOUND})
 #: Row guarantees whose lower column is a lower bound for the configuration asked about (a row relabeled
 #: by domination says 'upper_bound', and its lower column belongs to the dominating sampler).
 LOWER_GUARANTEES = frozenset({"exact", "lower_bound", "mc_upper_confidence"})
+#: The other side of a candidate's bracket (a sweep's ``method: auto`` computes both sides).
+OTHER_SIDE = {Method.BRACKET_UPPER: Method.BRACKET_LOWER, Method.PLD_UPPER: Method.PLD_LOWER}
 
 
 def certified_methods(sampler: Sampler | str) -> tuple[Method, ...]:
     """The candidate methods of ``sampler``, in evaluation order (see :data:`CANDIDATES`)."""
-    try:
-        key = Sampler(sampler)
-    except ValueError:
-        raise ValueError(f"sampler must be one of {', '.join(s.value for s in Sampler)}, "
-                         f"got sampler={sampler!r}") from None
-    return CANDIDATES[key]
+    return CANDIDATES[parse_sampler(sampler)]
 
 
 def candidate_methods(config: CertifyConfig) -> tuple[Method, ...]:
@@ -108,30 +113,46 @@ def candidate_methods(config: CertifyConfig) -> tuple[Method, ...]:
     return MATRIX_CANDIDATES if config.strategy is not None else certified_methods(config.sampler)
 
 
-def auto_methods(sampler: Sampler | str) -> tuple[Method, ...]:
-    """What ``method: auto`` runs in a sweep: the candidates that are methods of ``sampler`` itself.
+def auto_methods(config: CertifyConfig) -> tuple[Method, ...]:
+    """What a sweep's ``method: auto`` runs for ``config``: the candidate ``epscert epsilon`` would answer with.
 
-    Domination needs the deterministic sampler's own configuration (a sweep adds it with
-    ``baselines: true``); a sampler with no such candidate keeps Monte Carlo ``auto``.
+    The first analytic candidate of the sampler that applies to this (σ, T, E), with the other side of
+    its bracket (Balls-and-Bins in the bracket's range: ``bracket_upper`` and ``bracket_lower``;
+    Poisson: ``pld_upper`` and ``pld_lower``, the upper side already falling back to RDP below its
+    resolution; deterministic: ``exact``), so the rows' ``method`` records which candidate it was. Monte
+    Carlo ``auto`` only where none applies (Balls-and-Bins outside the bracket's range). Domination needs the deterministic sampler's own configuration (a sweep
+    adds it with ``baselines: true``); shuffling keeps Monte Carlo ``auto`` (a conjecture, labelled so).
     """
-    candidates = certified_methods(sampler)
-    key = Sampler(sampler)
-    # the Balls-and-Bins bracket has a range of σ, T, E that a sweep grid may leave: a sweep asks
-    # for it by name (pld_upper, pld_lower); auto keeps Monte Carlo
-    own = tuple(m for m in candidates if m in SUPPORTED_METHODS[key]
-                and not (key.base is Sampler.BALLS_AND_BINS and m is Method.PLD_UPPER))
-    return own or (Method.AUTO,)
+    if config.strategy is not None:  # a matrix mechanism: its bracket (C = c·I, b | n), else Monte Carlo
+        if _matrix_candidate(config, Method.BRACKET_UPPER) is not None:
+            return (Method.BRACKET_UPPER, Method.BRACKET_LOWER)
+        return (Method.AUTO,)
+    for method in CANDIDATES[config.sampler]:
+        if method is Method.AUTO or (method is Method.EXACT and config.sampler is not Sampler.DETERMINISTIC):
+            continue
+        if _candidate_config(config, method) is None:
+            continue
+        return (method, OTHER_SIDE[method]) if method in OTHER_SIDE else (method,)
+    return (Method.AUTO,)
 
 
-def samples_needed(delta: float, error_prob: float, directions: int = 2) -> int:
-    """Fewest samples per direction for which a [0, 1]-valued KL–Chernoff UCB can reach ``delta``.
+def samples_needed(delta: float, error_prob: float, directions: int = 2, scale: float = 1.0) -> int:
+    """Fewest samples per direction for which a [0, s]-valued KL–Chernoff UCB can reach ``delta``.
 
-    m >= log(1/β') / (-log(1 - δ)) with β' = error_prob / directions (module docstring);
-    rounded up, so the count returned is never below the floor.
+    m >= log(1/β') / (-log(1 - δ/s)) with β' = error_prob / directions (module docstring); rounded
+    up, so the count returned is never below the floor. ``scale`` s is the importance-sampling scale
+    (1 without importance sampling); δ >= s needs no samples beyond one.
     """
     delta = check_float("delta", delta, low=0.0, low_open=True, high=1.0)
     beta = check_float("error_prob", error_prob, low=0.0, low_open=True, high=1.0) / directions
-    return math.ceil(math.log(1.0 / beta) / -math.log1p(-delta))
+    if delta >= scale:
+        return 1
+    return math.ceil(math.log(1.0 / beta) / -math.log1p(-delta / scale))
+
+
+def count_text(count: float) -> str:
+    """A sample count a reader can take in: exact below 10^7, else three digits and a power of ten."""
+    return f"{int(count)}" if count < 1e7 else f"{count:.3g}"
 
 
 class Interval(NamedTuple):
@@ -219,7 +240,7 @@ class Certificate:
 
 def _matrix_candidate(config: CertifyConfig, method: Method) -> CertifyConfig | None:
     """A matrix mechanism's candidate: the bracket only for C = c·I with b | n, within its range."""
-    if method in (Method.PLD_UPPER, Method.PLD_LOWER):
+    if method in (Method.BRACKET_UPPER, Method.BRACKET_LOWER):
         strategy, b = config.strategy, config.steps
         if not (strategy.is_identity() and strategy.iterations % b == 0 and b <= BRACKET_MAX_STEPS):
             return None
@@ -238,10 +259,7 @@ def _candidate_config(config: CertifyConfig, method: Method) -> CertifyConfig | 
     """The configuration a candidate runs on (None: it does not apply to this configuration)."""
     if config.strategy is not None:
         return _matrix_candidate(config, method)
-    reduced = config.reduced()  # a persistent sampler is certified as one epoch at σ/√E
-    if method is Method.PLD_UPPER and reduced.sampler is Sampler.BALLS_AND_BINS and not (
-            reduced.sigma >= BRACKET_MIN_SIGMA and reduced.steps <= BRACKET_MAX_STEPS
-            and reduced.epochs <= BRACKET_MAX_EPOCHS):
+    if method is Method.BRACKET_UPPER and bracket_limit(config.sampler, config.sigma, config.steps, config.epochs):
         return None  # outside the bracket's range
     if method is Method.AUTO:
         mc = [m for m in config.resolved if m.is_monte_carlo]
@@ -260,22 +278,54 @@ def _relabel(rows: list[dict], config: CertifyConfig, dominated: bool) -> list[d
     return [dict(r, sampler=config.sampler.value, guarantee="upper_bound", bound=DOMINATION_BOUND) for r in rows]
 
 
-def _mc_note(config: CertifyConfig, method: Method, delta: float, wall: float) -> tuple[str, int | None, float | None]:
+def _mc_note(config: CertifyConfig, method: Method, delta: float, floor: float, ran: bool,
+             wall: float | None = None) -> tuple[str, int | None, float | None]:
+    """Why Monte Carlo gives no finite ε(δ), and what would: (note, samples needed, seconds needed)."""
     directions = len(config.direction.parts())
     if config.strategy is not None:  # value estimators with ranges B(ε) < 1: no [0, 1] sample floor applies
         return (f"Monte Carlo ({method.value}, {config.samples} samples per direction, β={config.error_prob:g}) "
                 f"certified no finite ε at δ={delta:g} on its grid: more samples, or a larger δ, may; "
                 f"'epscert certify --target-rel-width' shows how its bounds narrow with samples."), None, None
     need = samples_needed(delta, config.error_prob, directions)
-    seconds = wall * need / config.samples
-    rate = directions * config.samples / wall if wall > 0 else math.inf
-    scale = " (importance sampling with scale s needs s times that)" if method.uses_importance else ""
-    note = (f"Monte Carlo ({method.value}, {config.samples} samples per direction, β={config.error_prob:g}) "
-            f"cannot certify δ={delta:g}: its upper confidence bound never falls below "
-            f"log(1/β')/m ≈ {math.log(directions / config.error_prob) / config.samples:.3g}. A finite answer needs "
-            f"at least m >= log(1/β')/δ ≈ {need} samples per direction{scale}, about {seconds:.3g} s of one core "
-            f"at the measured {rate:.3g} samples/s.")
-    return note, need, seconds
+    what = f"Monte Carlo ({method.value}, {config.samples} samples per direction, β={config.error_prob:g})"
+    if not ran:
+        kind = ("s·(1 - β'^(1/m)), s the importance scale of the coarse ε grid's event" if method.uses_importance
+                else "1 - β'^(1/m)")
+        head = (f"{what} was not run: its upper confidence bound cannot fall below {floor:.3g} > δ={delta:g} "
+                f"(the KL floor {kind})")
+    else:
+        head = f"{what} certified no ε at δ={delta:g}"
+    if need * directions * config.steps * config.epochs > MAX_TOTAL_COORDINATES:
+        return (f"{head}; a finite answer needs at least {count_text(need)} samples per direction, beyond any "
+                f"feasible run (the limit MAX_TOTAL_COORDINATES is {MAX_TOTAL_COORDINATES:.0e} sampled "
+                f"coordinates).", need, None)
+    seconds = None
+    if wall is not None and wall > 0:
+        seconds = wall * need / config.samples
+    else:
+        seconds = estimated_seconds(dataclasses.replace(config, samples=need), method)
+    return (f"{head}; a finite answer needs at least m >= log(1/β')/δ ≈ {count_text(need)} samples per direction"
+            f"{' (importance sampling: about s times that)' if method.uses_importance else ''}, about "
+            f"{format_seconds(seconds)} of one core.", need, seconds)
+
+
+def _limit_note(config: CertifyConfig, method: Method, target: float, quantity: str) -> str | None:
+    """Why an analytic candidate gave nothing (a range limit or a resolution), naming the limit."""
+    if method is Method.BRACKET_UPPER:
+        reason = bracket_limit(config.sampler, config.sigma, config.steps, config.epochs)
+        if reason:
+            return f"the PLD bracket does not apply: {reason}"
+        if quantity == "epsilon":
+            reduced = config.reduced()
+            res = bracket_for(reduced.sigma, reduced.steps, reduced.epochs).resolution
+            if target < res:
+                return (f"the PLD bracket certifies no δ below its resolution {res:.3g} (the mass past its cap, "
+                        f"DEFAULT_CAP_BUDGET), got δ={target:g}")
+            return (f"the PLD bracket certifies no ε <= {BRACKET_MAX_EPSILON:g} at δ={target:g} "
+                    f"(its search range, MAX_EPSILON)")
+    if method is Method.EXACT and quantity == "epsilon":
+        return f"deterministic batches (exact) need ε > {SEARCH_MAX_EPSILON:g} at δ={target:g} (the ε search range)"
+    return None
 
 
 def best_certificate(config: CertifyConfig, *, delta: float | None = None, epsilon: float | None = None,
@@ -286,14 +336,15 @@ def best_certificate(config: CertifyConfig, *, delta: float | None = None, epsil
     Carlo method, samples, β, seed, direction and truncation; its ε grid and methods are ignored
     except for the Monte Carlo method ``auto`` resolves to. Taking the minimum is valid: each
     candidate is an upper bound (Monte Carlo at level β, the others always), so the minimum is
-    one too, at level β. ``progress`` receives the Monte Carlo sampling's updates.
+    one too, at level β. Monte Carlo runs only when no candidate before it answered, and only when
+    it can reach the target (module docstring). ``progress`` receives the Monte Carlo sampling's updates.
     """
     if (delta is None) == (epsilon is None):
         raise ValueError(f"give exactly one of delta and epsilon, got delta={delta!r}, epsilon={epsilon!r}")
     if delta is not None:
         target = check_deltas([delta])[0]
     else:
-        target = check_float("epsilon", epsilon, low=0.0, low_open=False)
+        target = check_float("epsilon", epsilon, low=0.0, low_open=False, high=MAX_EPSILON, high_open=False)
     quantity = "epsilon" if delta is not None else "delta"
     direction = config.direction.value
     best: dict | None = None
@@ -305,16 +356,23 @@ def best_certificate(config: CertifyConfig, *, delta: float | None = None, epsil
             continue
         cfg = _candidate_config(config, method)
         if cfg is None:
+            note = _limit_note(config, method, target, quantity)
+            if note:
+                notes.append(note)
             continue
         run_method = cfg.resolved[0]
+        if run_method.is_monte_carlo and best is not None and not (
+                config.strategy is not None and best["row"]["method"] == Method.COMONOTONE_UPPER_BOUND.value):
+            continue  # an analytic candidate answered: no sampling run (a matrix mechanism's comonotone
+            # bound is loose, so its Monte Carlo still runs, and the smaller certificate is kept)
         dominated = cfg.sampler is not config.sampler
-        if (quantity == "epsilon" and run_method.is_monte_carlo and not run_method.uses_importance
-                and cfg.strategy is None
-                and cfg.samples < samples_needed(target, cfg.error_prob, len(cfg.direction.parts()))):
-            need = samples_needed(target, cfg.error_prob, len(cfg.direction.parts()))
-            notes.append(f"Monte Carlo ({run_method.value}) was not run: {cfg.samples} samples per direction "
-                         f"cannot certify δ={target:g} (a finite answer needs at least {need}).")
-            continue
+        if quantity == "epsilon" and run_method.is_monte_carlo and cfg.strategy is None:
+            # (a matrix mechanism's value estimators have ranges B(ε) < 1: the [0, 1] floor does not apply)
+            floor = mc_epsilon_floor(cfg, run_method)
+            if target < floor:
+                note, need, seconds = _mc_note(cfg, run_method, target, floor, ran=False)
+                notes.append(note)
+                continue
         start = time.perf_counter()
         if quantity == "epsilon":
             if run_method.is_monte_carlo:
@@ -333,9 +391,14 @@ def best_certificate(config: CertifyConfig, *, delta: float | None = None, epsil
         rows.extend(new)
         mine = [r for r in new if r["direction"] in (direction, "both") and r[column] is not None]
         value = max((r[column] for r in mine), default=math.inf)
-        if run_method.is_monte_carlo and quantity == "epsilon" and not math.isfinite(value):
-            note, need, seconds = _mc_note(cfg, run_method, target, wall)
-            notes.append(note)
+        if not math.isfinite(value):
+            if run_method.is_monte_carlo and quantity == "epsilon":
+                note, need, seconds = _mc_note(cfg, run_method, target, 0.0, ran=True, wall=wall)
+                notes.append(note)
+            elif not run_method.is_monte_carlo:
+                note = _limit_note(config, method, target, quantity)
+                if note:
+                    notes.append(note)
         if mine and math.isfinite(value) and (best is None or value < best["value"]):
             row = max(mine, key=lambda r: r[column])
             best = {"value": value, "row": row}

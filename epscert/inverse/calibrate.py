@@ -16,9 +16,10 @@ Poisson and deterministic batching are calibrated for comparison on the Poisson 
 upper side (:mod:`epscert.analytic.poisson`: tilted FFT, RDP where smaller) and the exact Gaussian
 curve, both through their outward certified values (the Gaussian bracket's top).
 
-Balls-and-Bins with ``method`` ``auto`` or ``pld_upper`` (σ >= 0.3, T <= 10^6, E <= 1000)
-searches and certifies on the deterministic PLD bracket instead (:func:`calibrate_on_bracket`):
-no sampling, no failure probability, and the answer no longer depends on a sample budget.
+Balls-and-Bins with ``method`` ``auto`` or ``bracket_upper`` (T <= 10^6, E <= 1000; σ searched from 0.3)
+searches and certifies on the deterministic PLD bracket instead (:func:`calibrate_on_bracket`,
+:mod:`epscert.inverse.sigma_search`): no sampling, no failure probability, σ within 0.1% of the optimum
+with both sides checked, and the answer no longer depends on a sample budget.
 """
 
 from __future__ import annotations
@@ -33,12 +34,12 @@ import pyarrow as pa
 from epscert.analytic.deterministic import deterministic_bracket
 from epscert.analytic.poisson import poisson_pld_bounds
 from epscert.results.tables import certify_config
-from epscert.allocation import AllocationBracket, bracket_for
-from epscert.params import (BRACKET_MAX_EPOCHS, BRACKET_MAX_STEPS, BRACKET_MIN_SIGMA, MAX_EPSILON, CertifyConfig,
+from epscert.params import (BRACKET_MAX_EPOCHS, BRACKET_MAX_STEPS, MAX_EPSILON, CertifyConfig,
                             Direction, Method, Sampler, check_float)
 from epscert.montecarlo.samplers import loss_sampler
 from epscert.analytic.truncation import config_penalty
-from epscert.progress import Callback, ProgressMeter
+from epscert.inverse.sigma_search import round_up, search_sigma
+from epscert.progress import Callback, ProgressMeter, WorkPlan
 
 #: Relative tolerance on σ of the search (the reported σ is within this of the search's crossing).
 SIGMA_REL_TOL = 0.01
@@ -49,7 +50,12 @@ ANALYTIC_REL_TOL = 1e-3
 
 @dataclasses.dataclass(frozen=True)
 class Calibration:
-    """Result of :func:`calibrate_sigma`."""
+    """Result of :func:`calibrate_sigma`.
+
+    ``sigma`` is certified by ``certificate`` (its rows) when ``certified``; ``sigma_accuracy`` a (bracket
+    calibration) says the optimum σ* is proven to lie in (sigma/(1 + a), sigma]: a lower side of the
+    bracket shows that ``failing_sigma`` = sigma/(1 + a) fails (None where no such check was made).
+    """
 
     sigma: float
     certified: bool
@@ -60,6 +66,16 @@ class Calibration:
     search_sigmas: tuple[float, ...]
     search_seconds: float
     certify_seconds: float
+    failing_sigma: float | None = None
+    sigma_accuracy: float | None = None
+    method: str = ""
+
+    def __repr__(self) -> str:
+        accuracy = "" if self.sigma_accuracy is None else f", within {100 * self.sigma_accuracy:.3g}% of the optimum"
+        return (f"Calibration(sigma={self.sigma:.6g}{accuracy}, certified={self.certified}, "
+                f"delta_upper={self.delta_upper:.4g}, method={self.method!r}, poisson_sigma={self.poisson_sigma:.5g}, "
+                f"deterministic_sigma={self.deterministic_sigma:.5g}, evaluations={len(self.search_sigmas)}, "
+                f"seconds={self.search_seconds + self.certify_seconds:.3g}, certificate=<{self.certificate.num_rows} rows>)")
 
 
 def _bisect_log(passes, lo: float, hi: float, rel_tol: float) -> float:
@@ -116,74 +132,124 @@ def deterministic_sigma(config: CertifyConfig, eps_t: float, delta_t: float, pen
                            delta_t, ANALYTIC_REL_TOL)
 
 
-def poisson_sigma_for(config: CertifyConfig, eps_t: float, delta_t: float, pen: float, guess: float) -> float:
-    """σ of Poisson subsampling for the target, on the outward PLD upper bound (for comparison)."""
-    return _analytic_sigma(
-        lambda s: float(poisson_pld_bounds(s, config.steps, config.epochs, [eps_t], Direction.BOTH,
-                                           config.pld_discretization, True)[0][0]) + pen,
-        delta_t, ANALYTIC_REL_TOL, guess=guess)
+#: The Poisson σ is searched on a PLD this many times coarser than the configuration's, then checked on it.
+POISSON_SEARCH_COARSENING = 10
 
 
-#: Downward step of the fine search below the coarse bracket's σ.
-FINE_STEP = 1.03
-#: Cells of the coarse bracket that proposes σ (any cell count gives a valid upper bound).
-COARSE_CELLS = 300
+def poisson_sigma_for(config: CertifyConfig, eps_t: float, delta_t: float, pen: float, guess: float,
+                      step: Callable[[str], None] | None = None) -> float:
+    """σ of Poisson subsampling for the target, on the outward PLD upper bound (for comparison).
+
+    The smallest σ (rounded up to 5 significant digits) whose dp_accounting PLD upper bound at the
+    configuration's discretisation meets the target: a secant search on log δ against log σ on a PLD
+    ``POISSON_SEARCH_COARSENING`` times coarser (about 10 times cheaper), then the configuration's PLD at
+    the found σ, stepping up by ``ANALYTIC_REL_TOL`` until it meets the target. Falls back to bisection
+    (:func:`_analytic_sigma`) where the secant has nothing to interpolate (a δ at the resolution floor).
+    ``step(kind)`` is called after each PLD ('coarse' or 'fine').
+    """
+    def delta_at(sigma: float, h: float) -> float:
+        out = float(poisson_pld_bounds(sigma, config.steps, config.epochs, [eps_t], Direction.BOTH, h, True)[0][0])
+        if step is not None:
+            step("fine" if h == config.pld_discretization else "coarse")
+        return out + pen
+
+    coarse_h = min(0.1, config.pld_discretization * POISSON_SEARCH_COARSENING)
+    target = math.log(delta_t)
+    points = []
+    x = math.log(guess)
+    root = None
+    for _ in range(12):
+        d = delta_at(math.exp(x), coarse_h)
+        if not 0.0 < d < 1.0:
+            break
+        points.append((x, math.log(d) - target))
+        if len(points) == 1:
+            nxt = x + (0.02 if points[-1][1] > 0 else -0.02)
+        else:
+            (xa, fa), (xb, fb) = points[-2], points[-1]
+            if fa == fb:
+                break
+            nxt = xb - fb * (xb - xa) / (fb - fa)
+        if abs(nxt - x) < 1e-5 and points[-1][1] <= 0:
+            root = x
+            break
+        x = nxt
+    if root is None:
+        return _analytic_sigma(lambda s: delta_at(s, config.pld_discretization), delta_t, ANALYTIC_REL_TOL,
+                               guess=guess)
+    sigma = round_up(math.exp(root))
+    for _ in range(20):
+        if delta_at(sigma, config.pld_discretization) <= delta_t:
+            return sigma
+        sigma = round_up(sigma * (1.0 + ANALYTIC_REL_TOL))
+    return _analytic_sigma(lambda s: delta_at(s, config.pld_discretization), delta_t, ANALYTIC_REL_TOL, guess=sigma)
 
 
 def uses_bracket(config: CertifyConfig) -> bool:
     """Whether calibration runs on the Balls-and-Bins PLD bracket (module docstring)."""
     return (config.sampler is Sampler.BALLS_AND_BINS and config.steps <= BRACKET_MAX_STEPS
             and config.epochs <= BRACKET_MAX_EPOCHS
-            and (Method.PLD_UPPER in config.methods or config.methods == (Method.AUTO,)))
+            and (Method.BRACKET_UPPER in config.methods or config.methods == (Method.AUTO,)))
 
 
-def calibrate_on_bracket(config: CertifyConfig, eps_t: float, delta_t: float, pen: float, rel_tol: float,
-                         meter: ProgressMeter) -> tuple[float, float, list[float]]:
-    """(σ, its certified δ(ε_t) upper bound incl. penalty, σ tried) on the Balls-and-Bins bracket.
+#: Expected cost of each phase of a bracket calibration, in units of one coarse bracket side (about 0.1–0.2
+#: CPU s); measured on T = 1563 and T = 234 x 10 epochs: 8 coarse sides, 2 middle uppers and a middle
+#: lower (5 each), the default upper (16), about 6 coarse and 1 fine Poisson PLD (0.5 and 6).
+BRACKET_PLAN = {"coarse": 8.0, "middle": 15.0, "default": 16.0, "certificate": 1.0, "poisson": 9.0}
+POISSON_COSTS = {"coarse": 0.5, "fine": 6.0}
 
-    Every upper side of the bracket is a valid upper bound on δ(ε_t), whatever its cell count; a
-    coarse bracket (``COARSE_CELLS``) is cheap and looser, so the σ it accepts is certified too.
-    Step 1 bisects on the coarse bracket to σ_c; step 2 steps down from σ_c by factors
-    ``FINE_STEP`` with the default bracket (tighter, so its crossing is at or below σ_c) while the
-    target is met, then bisects the last step; the returned σ meets the target on the default bracket, which is the
-    certificate. The smallest σ searched is the bracket's range floor 0.3: if it already meets the
-    target, 0.3 is returned (valid, possibly conservative).
+
+def calibrate_on_bracket(config: CertifyConfig, eps_t: float, delta_t: float, pen: float,
+                         run: Callable[[CertifyConfig], pa.Table], progress: Callback | None) -> Calibration:
+    """Calibration on the Balls-and-Bins PLD bracket (:mod:`epscert.inverse.sigma_search`): no sampling.
+
+    The search returns σ certified by the default bracket (δ' = δ_t − pen) and, where it could, the σ
+    proven to fail just below it; ``run`` then computes the certificate rows at σ (``bracket_upper``).
+    Progress is a :class:`~epscert.progress.WorkPlan` over the phases' measured relative costs.
     """
-    tried: list[float] = []
+    plan = WorkPlan(progress, BRACKET_PLAN)
 
-    def meets(sigma: float, cells: int | None) -> tuple[bool, float]:
-        tried.append(sigma)
-        b = bracket_for(sigma, config.steps, config.epochs) if cells is None else \
-            AllocationBracket(sigma, config.steps, config.epochs, cells=cells)
-        up = float(b.delta([eps_t], config.direction)[0][0]) + pen
-        meter.total = max(meter.total, meter.done + 2)
-        meter.stage = f"calibrate on the PLD bracket (σ={sigma:.4g} {'meets' if up <= delta_t else 'misses'} the target)"
-        meter.add(1)
-        return up <= delta_t, up
+    def report(ev, cost: float) -> None:
+        phase = ev.level
+        if ev.side == "upper":
+            what = "certifies σ" if ev.meets else "does not certify σ"
+        else:
+            what = "proves σ fails" if not ev.meets else "does not prove σ fails"
+        plan.step(phase, cost, f"calibrate on the PLD bracket: the {ev.level} bracket's {ev.side} side {what} "
+                  f"(σ={ev.sigma:.6g})")
+        if phase == "middle" and ev.side == "lower":
+            plan.close("middle")
+        if phase == "default" and ev.side == "upper":
+            plan.close("default")
+        if phase != "coarse":
+            plan.close("coarse")
 
-    lo, hi = BRACKET_MIN_SIGMA, SIGMA_BRACKET[1]
+    start = time.perf_counter()
     det_sigma = deterministic_sigma(config, eps_t, delta_t, pen)
-    hi = max(lo, min(hi, det_sigma * 1.01)) if math.isfinite(det_sigma) else hi
-    while not meets(hi, COARSE_CELLS)[0]:
-        if hi >= SIGMA_BRACKET[1]:
-            raise ValueError(f"no σ <= {SIGMA_BRACKET[1]} meets target_epsilon={eps_t}, target_delta={delta_t}")
-        hi = min(SIGMA_BRACKET[1], 2.0 * hi)
-    if meets(lo, COARSE_CELLS)[0]:
-        sigma_c = lo
-    else:
-        sigma_c = _bisect_log(lambda s: meets(s, COARSE_CELLS)[0], lo, hi, rel_tol)
-    fine_hi, fine_lo = sigma_c, max(lo, sigma_c / FINE_STEP)
-    while fine_lo > lo and meets(fine_lo, None)[0]:  # step down while the default bracket still meets it
-        fine_hi, fine_lo = fine_lo, max(lo, fine_lo / FINE_STEP)
-    if fine_lo <= lo and meets(lo, None)[0]:
-        sigma = lo
-    else:
-        sigma = _bisect_log(lambda s: meets(s, None)[0], fine_lo, fine_hi, rel_tol)
-    ok, up = meets(sigma, None)
-    if not ok:  # cannot happen if the default bracket is at least as tight as the coarse one; say so
-        sigma_c_ok, up_c = meets(sigma_c, None)
-        sigma, up = (sigma_c, up_c) if sigma_c_ok else (sigma, up)
-    return sigma, up, tried
+    hint = det_sigma * 1.01 if math.isfinite(det_sigma) else SIGMA_BRACKET[1]
+    found = search_sigma(config.steps, config.epochs, eps_t, delta_t - pen, config.direction, hint, report)
+    for phase in ("coarse", "middle", "default"):
+        plan.close(phase)
+    search_seconds = time.perf_counter() - start
+    start = time.perf_counter()
+    cert_config = dataclasses.replace(config, sigma=found.sigma, epsilons=(eps_t,), methods=(Method.BRACKET_UPPER,),
+                                      orders=None)
+    certificate = run(cert_config)
+    plan.step("certificate", BRACKET_PLAN["certificate"], f"calibrate: certificate rows at σ={found.sigma:.6g}")
+    plan.close("certificate")
+    certify_seconds = time.perf_counter() - start
+    rows = [r for r in certificate.to_pylist() if r["direction"] in (config.direction.value, "both")
+            and r["delta_upper"] is not None]
+    delta_up = max((r["delta_upper"] for r in rows), default=found.delta_upper + pen)
+    poisson_sigma = poisson_sigma_for(
+        config, eps_t, delta_t, pen, found.sigma,
+        step=lambda kind: plan.step("poisson", POISSON_COSTS[kind], f"calibrate: Poisson σ for comparison ({kind} PLD)"))
+    plan.finish(f"calibrate: σ={found.sigma:.6g} certified; Poisson σ={poisson_sigma:.5g}")
+    return Calibration(sigma=found.sigma, certified=delta_up <= delta_t, certificate=certificate, delta_upper=delta_up,
+                       poisson_sigma=poisson_sigma, deterministic_sigma=det_sigma,
+                       search_sigmas=tuple(ev.sigma for ev in found.evaluations), search_seconds=search_seconds,
+                       certify_seconds=certify_seconds, failing_sigma=found.failing_sigma,
+                       sigma_accuracy=found.accuracy, method=Method.BRACKET_UPPER.value)
 
 
 def calibrate_sigma(config: CertifyConfig, target_epsilon: float, target_delta: float,
@@ -201,9 +267,9 @@ def calibrate_sigma(config: CertifyConfig, target_epsilon: float, target_delta: 
     is the evaluations done plus those the bisection still needs, plus the certificate run.
     """
     for method in config.resolved:
-        if not (method.is_monte_carlo or method in (Method.EXACT, Method.PLD_UPPER)):
-            raise ValueError(f"calibrate needs a method that certifies an upper bound (Monte Carlo, exact or "
-                             f"pld_upper), got method={method.value!r}")
+        if not (method.is_monte_carlo or method in (Method.EXACT, Method.PLD_UPPER, Method.BRACKET_UPPER)):
+            raise ValueError(f"calibrate needs a method that certifies an upper bound (Monte Carlo, exact, "
+                             f"pld_upper or bracket_upper), got method={method.value!r}")
         check_certifiable(config, method)
     eps_t = check_float("target_epsilon", target_epsilon, low=0.0, low_open=False, high=MAX_EPSILON,
                         high_open=False)
@@ -216,22 +282,8 @@ def calibrate_sigma(config: CertifyConfig, target_epsilon: float, target_delta: 
     fresh_seed = (config.seed + 1) % 2**128 if certify_seed is None else certify_seed
     if fresh_seed == search_seed:
         raise ValueError(f"certify_seed must differ from the search seed, got certify_seed={certify_seed}")
-    if uses_bracket(config):
-        meter = ProgressMeter(progress, 1, "calibrate", unit="evaluations", interval=0.0)
-        start = time.perf_counter()
-        sigma, delta_up, tried = calibrate_on_bracket(config, eps_t, delta_t, pen, rel_tol, meter)
-        search_seconds = time.perf_counter() - start
-        start = time.perf_counter()
-        cert_config = dataclasses.replace(config, sigma=sigma, epsilons=(eps_t,), methods=(Method.PLD_UPPER,),
-                                          orders=None)
-        certificate = run(cert_config)
-        certify_seconds = time.perf_counter() - start
-        poisson_sigma = poisson_sigma_for(config, eps_t, delta_t, pen, sigma)
-        det_sigma = deterministic_sigma(config, eps_t, delta_t, pen)
-        return Calibration(sigma=sigma, certified=delta_up <= delta_t, certificate=certificate,
-                           delta_upper=delta_up, poisson_sigma=poisson_sigma, deterministic_sigma=det_sigma,
-                           search_sigmas=tuple(tried), search_seconds=search_seconds,
-                           certify_seconds=certify_seconds)
+    if uses_bracket(config):  # no sampling to distribute: the bracket's rows are computed here
+        return calibrate_on_bracket(config, eps_t, delta_t, pen, certify_config, progress)
     budget = search_samples if search_samples is not None else max(1, config.samples // 4)
     direction = config.direction.value
     tried: list[float] = []

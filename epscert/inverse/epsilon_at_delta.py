@@ -54,9 +54,10 @@ from epscert.results.tables import certify_config
 from epscert.results.baselines import baseline_tasks
 from epscert.results.rows import analytic_bounds, base_row
 from epscert.inverse.search import epsilon_for_delta
-from epscert.params import CertifyConfig, Direction, Method, Sampler, check_float
+from epscert.params import BRACKET_METHODS, CertifyConfig, Direction, Method, Sampler, canonical_method, check_float
 from epscert.analytic.poisson import poisson_pld_epsilon
 from epscert.analytic.truncation import config_penalty
+from epscert.montecarlo.samplers import loss_sampler
 from epscert.progress import Callback, ProgressMeter
 
 DEFAULT_COARSE_GRID = (0.0, 0.125, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0,
@@ -69,7 +70,7 @@ MATRIX_GRID_BOUND = "mc_ucb_lcb_fixed_grid"
 #: The matrix mechanism's deterministic bounds (:mod:`epscert.allocation.matrix`), with an ε(δ) curve.
 MATRIX_BOUNDS = (Method.INDEPENDENT_LOWER_BOUND, Method.COMONOTONE_UPPER_BOUND)
 #: Analytic methods whose curve is an upper bound on δ(ε) (so their ε(δ) is an upper bound).
-UPPER_METHODS = (Method.EXACT, Method.PLD_UPPER, Method.COMONOTONE_UPPER_BOUND)
+UPPER_METHODS = (Method.EXACT, Method.PLD_UPPER, Method.BRACKET_UPPER, Method.COMONOTONE_UPPER_BOUND)
 #: ε values scanned for a feasible point when the truncation penalty makes δ(ε) non-monotone.
 TRUNCATION_SCAN = tuple(np.linspace(0.0, 64.0, 513).tolist())
 
@@ -159,6 +160,27 @@ def two_sided_grid(search: CertifyConfig, brackets: dict, direction: str, fine_p
     return sorted(grid)
 
 
+def mc_epsilon_floor(config: CertifyConfig, method: Method, coarse: Sequence[float] = DEFAULT_COARSE_GRID) -> float:
+    """The smallest δ whose ε :func:`mc_epsilon_rows` can certify with ``config.samples``; below it, inf.
+
+    The coarse pass must find a crossing UCB(ε) <= δ first. Its UCB at every grid ε is at least
+    s_d·(1 - β_d^{1/m}) in each direction d: the KL–Chernoff UCB of a mean 0 is 1 - β^{1/m}
+    (m·kl(0‖p) = -m·log(1 - p) = log(1/β)), it only grows with the mean, and importance sampling
+    scales it by s_d = Pr[event of the coarse grid's smallest ε] (1 without importance sampling);
+    β_d = β / #directions. The 'both' UCB is the max over directions. Rounded down (a floor that is
+    too low only lets a hopeless run start, never skips a useful one).
+    """
+    plain = dataclasses.replace(config, methods=(method,), epsilons=tuple(coarse), dataset_size=None,
+                                max_batch_size=None)
+    parts = config.direction.parts()
+    log_beta = math.log(config.error_prob / len(parts))
+    floor = -math.expm1(log_beta / config.samples)
+    if not method.uses_importance:
+        return floor * (1.0 - 1e-12)
+    sampler = loss_sampler(plain, method)
+    return max(math.exp(sampler.log_scale(d)) for d in parts) * floor * (1.0 - 1e-12)
+
+
 def mc_epsilon_rows(config: CertifyConfig, method: Method, deltas: Sequence[float],
                     coarse: Sequence[float] = DEFAULT_COARSE_GRID, fine_points: int = FINE_POINTS,
                     progress: Callback | None = None) -> list[dict]:
@@ -239,7 +261,8 @@ def _delta_curve(config: CertifyConfig, method: Method, direction: Direction):
     inherits them: the bisection returns a point where the upper curve is <= δ (a valid
     certificate there) or the lower curve is > δ (then ε(δ) exceeds it, δ(·) being non-increasing).
     """
-    if method not in (Method.EXACT, Method.PLD_UPPER, Method.PLD_LOWER, Method.CUBE_LOWER_BOUND) + MATRIX_BOUNDS:
+    if method not in (Method.EXACT, Method.PLD_UPPER, Method.PLD_LOWER, Method.CUBE_LOWER_BOUND) + MATRIX_BOUNDS + \
+            BRACKET_METHODS:
         raise ValueError(f"no ε(δ) for method={method.value!r}")
     upper = method in UPPER_METHODS
     key = "upper" if upper else "lower"
@@ -269,10 +292,10 @@ def _analytic_epsilon(config: CertifyConfig, method: Method, delta: float, direc
 
 def analytic_bound_name(config: CertifyConfig, method: Method) -> str:
     """The ``bound`` column of an analytic ε(δ) row (the same names as the δ(ε) rows)."""
-    if method in (Method.PLD_UPPER, Method.PLD_LOWER) and config.sampler.base is Sampler.BALLS_AND_BINS:
-        return "allocation_bracket_upper" if method is Method.PLD_UPPER else "allocation_bracket_lower"
-    if method in MATRIX_BOUNDS:
+    if config.strategy is not None and method in MATRIX_BOUNDS + BRACKET_METHODS:
         return analytic_bounds(config, method, config.direction.parts()[0], [1.0])["bound"]
+    if method in BRACKET_METHODS:
+        return "allocation_bracket_upper" if method is Method.BRACKET_UPPER else "allocation_bracket_lower"
     return {Method.EXACT: "gaussian_closed_form", Method.PLD_UPPER: "pld_pessimistic",
             Method.PLD_LOWER: "pld_optimistic"}.get(method, "cube")
 
@@ -286,13 +309,15 @@ def poisson_pld(config: CertifyConfig, method: Method) -> bool:
 
 def analytic_epsilon_rows(config: CertifyConfig, method: Method, deltas: Sequence[float]) -> list[dict]:
     """ε-at-δ rows of an analytic method (the max over the requested directions)."""
+    method = canonical_method(config.sampler, method)  # Balls-and-Bins pld_upper is the bracket's old name
     deltas = check_deltas(deltas)
     start = time.perf_counter()
     parts = (Direction.REMOVE,) if method is Method.EXACT else config.direction.parts()
     rows = []
     for delta in deltas:
         guarantee = {Method.EXACT: "exact", Method.PLD_UPPER: "upper_bound",
-                     Method.COMONOTONE_UPPER_BOUND: "upper_bound"}.get(method, "lower_bound")
+                     Method.BRACKET_UPPER: "upper_bound", Method.COMONOTONE_UPPER_BOUND: "upper_bound"}.get(
+                         method, "lower_bound")
         if guarantee == "exact" and config.truncated:
             guarantee = "upper_bound"
         bound = analytic_bound_name(config, method)

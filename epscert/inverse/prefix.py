@@ -83,7 +83,7 @@ def prefix_epsilon(bracket, delta: float, direction) -> float:
 
 def _rows(config: CertifyConfig, bracket, quantity: str, target: float, value: float, wall: float) -> list[dict]:
     cfg = dataclasses.replace(config, epochs=bracket.epochs)
-    row = base_row(cfg, Method.PLD_UPPER, config.direction, value if quantity == "epsilon" else target, wall)
+    row = base_row(cfg, Method.BRACKET_UPPER, config.direction, value if quantity == "epsilon" else target, wall)
     row.update(guarantee="upper_bound", bound=PREFIX_BOUND, resolution=float(bracket.resolution))
     if quantity == "epsilon":
         row.update(quantity="epsilon_at_delta", target_delta=target, delta=target, epsilon_upper=value)
@@ -131,5 +131,5 @@ def certificate_after(config: CertifyConfig, steps_done: int | None, *, delta: f
     rows = _rows(config, bracket, quantity, target, value, time.perf_counter() - start)
     if not (math.isfinite(value) and (not cover.finite or value <= cover.value)):
         return dataclasses.replace(cover, notes=cover.notes + (note,), rows=cover.rows + tuple(rows))
-    return Certificate(quantity, target, config.sampler.value, value, Method.PLD_UPPER.value, PREFIX_BOUND,
+    return Certificate(quantity, target, config.sampler.value, value, Method.BRACKET_UPPER.value, PREFIX_BOUND,
                        "upper_bound", None, cover.notes, tuple(rows) + cover.rows, steps_done=n)

@@ -97,16 +97,18 @@ def y_values(losses: np.ndarray, epsilon: float | np.ndarray) -> np.ndarray:
 def add(acc: Accumulator, direction: Direction, losses: np.ndarray, epsilons: tuple[float, ...]) -> Accumulator:
     """Fold a block of directional losses into ``acc`` for every ε of the grid.
 
-    All ε at once on an (|grid|, chunk) array, in chunks of ``ADD_CHUNK`` losses so the
-    temporaries stay small; integer sums make the result independent of the chunking.
+    All ε at once on an (|grid|, chunk) array, in chunks of at most ``ADD_CHUNK`` losses and
+    ``ADD_ELEMENTS`` values, so the temporaries stay small whatever the grid (a dense grid is streamed
+    in narrower chunks); integer sums make the result independent of the chunking.
     """
     losses = np.asarray(losses, dtype=np.float64).ravel()
     if np.isnan(losses).any():
         raise FloatingPointError("a sampled privacy loss is NaN")
     eps = np.asarray(epsilons, dtype=np.float64)[:, None]
     sums_y, sums_y2 = [0] * len(epsilons), [0] * len(epsilons)
-    for start in range(0, losses.size, ADD_CHUNK):
-        y = y_values(losses[None, start:start + ADD_CHUNK], eps)
+    chunk = max(1, min(ADD_CHUNK, ADD_ELEMENTS // max(1, len(epsilons))))
+    for start in range(0, losses.size, chunk):
+        y = y_values(losses[None, start:start + chunk], eps)
         sums_y = [a + b for a, b in zip(sums_y, grid_sum_rows(y))]
         y *= y
         sums_y2 = [a + b for a, b in zip(sums_y2, grid_sum_rows(y))]
@@ -129,8 +131,10 @@ def tagged(acc: Accumulator, tag: str) -> Accumulator:
     return Accumulator(acc.parts, tuple(sorted(set(acc.tags) | {tag})))
 
 
-#: Losses per vectorised chunk of :func:`add` (its temporaries: |grid| x chunk values).
+#: Losses per vectorised chunk of :func:`add` (its temporaries: |grid| x chunk values), and the most
+#: values one chunk may hold (32 ε at the full chunk; a denser grid gets fewer losses per chunk).
 ADD_CHUNK = 2**15
+ADD_ELEMENTS = 2**20
 
 
 def merge(accumulators: Iterable[Accumulator]) -> Accumulator:

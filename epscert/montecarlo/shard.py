@@ -12,6 +12,8 @@ same accumulator and the same rows; a retried shard returns an identical accumul
 
 from __future__ import annotations
 
+import functools
+
 from dataclasses import dataclass
 from typing import Callable
 
@@ -22,7 +24,7 @@ from epscert.montecarlo import accumulator as acc_mod
 from epscert.montecarlo.conditional import conditional_sampler
 from epscert.montecarlo.exactfloat import UNIT_LOG2
 from epscert.montecarlo.samplers.base import BLOCK_ELEMENTS
-from epscert.params import CertifyConfig, Direction, Method
+from epscert.params import EPSILONS_PER_PASS, CertifyConfig, Direction, Method
 from epscert.rng import block_generator, block_ranges, stream_key_words
 from epscert.montecarlo import backends
 from epscert.montecarlo.matrix_values import MatrixValueSampler
@@ -145,14 +147,17 @@ def run_shard(task: ShardTask, progress: Callable[[int], None] | None = None) ->
         if sampler.log_scale(direction) < LOG_NEGLIGIBLE:  # event of probability < 1e-304: δ <= s = 0.0
             acc = acc_mod.merge([acc, acc_mod.Accumulator(((direction, _zeros(task.samples, config)),))])
             continue
-        if backend == "jax":
+        if backend == "jax":  # a dense grid in passes of EPSILONS_PER_PASS (the same samples each pass)
             words = stream_key_words(config.seed, key, task.stream, _DIRECTION_INDEX[direction])
             if config.strategy is not None:
-                sums = jax_matrix.naive_sums(sampler, direction, words, task.samples, config.epsilons, progress,
-                                             task.start, task.stream_samples)
+                sums_of = functools.partial(jax_matrix.naive_sums, sampler)
             else:
-                sums = jax_backend.direction_sums(sampler, method, direction, words, task.samples,
-                                                  config.epsilons, progress, task.start, task.stream_samples)
+                sums_of = functools.partial(jax_backend.direction_sums, sampler, method)
+            parts = [sums_of(direction, words, task.samples, config.epsilons[i:i + EPSILONS_PER_PASS],
+                             progress if i == 0 else None, task.start, task.stream_samples)
+                     for i in range(0, len(config.epsilons), EPSILONS_PER_PASS)]
+            sums = acc_mod.DirectionSums(task.samples, sum((p.sum_y for p in parts), ()),
+                                         sum((p.sum_y2 for p in parts), ()))
             acc = acc_mod.merge([acc, acc_mod.Accumulator(((direction, sums),))])
             continue
         for rng, n, lo, hi in _numpy_blocks(task, key, direction, block):

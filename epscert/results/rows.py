@@ -28,7 +28,7 @@ from epscert.bounds.truncated_lcb import LEVELS, truncated_lcb
 from epscert.montecarlo.conditional import FLOAT_REL, conditional_sampler
 from epscert.montecarlo.matrix_values import FLOAT_REL as MATRIX_FLOAT_REL
 from epscert.montecarlo.conditional_ucb import add_ucb, order_stats_domination, remove_tails, remove_ucb
-from epscert.params import CertifyConfig, Direction, Method, Sampler
+from epscert.params import BRACKET_METHODS, CertifyConfig, Direction, Method, Sampler, canonical_method
 from epscert.montecarlo.samplers import loss_sampler, matrix_pair
 from epscert.montecarlo.shard import uses_values, value_sampler
 from epscert.analytic.truncation import config_penalty
@@ -285,6 +285,7 @@ def analytic_bounds(config: CertifyConfig, method: Method, direction: Direction,
     - on a grid of several ε, uppers are a running minimum from the left and lowers a running
       maximum from the right (:mod:`epscert.bounds.monotone`: valid since δ(ε) is non-increasing).
     """
+    method = canonical_method(config.sampler, method)  # Balls-and-Bins pld_upper is the bracket's old name
     grid = config.epsilons if epsilons is None else tuple(np.atleast_1d(epsilons).tolist())
     eps = np.minimum(np.asarray(grid, dtype=np.float64), MAX_ANALYTIC_EPSILON)
     beyond = np.asarray(grid, dtype=np.float64) > MAX_ANALYTIC_EPSILON
@@ -352,11 +353,13 @@ def _analytic_bounds(config: CertifyConfig, method: Method, direction: Direction
     if method is Method.EXACT:
         lo, hi = deterministic_bracket(s, E, eps)
         return lo, hi, "exact", "gaussian_closed_form", 0.0
-    if method in (Method.PLD_UPPER, Method.PLD_LOWER) and config.sampler is Sampler.BALLS_AND_BINS:
-        bracket = bracket_for(s, T, E)  # only the side asked for is computed (one chain each)
-        if method is Method.PLD_UPPER:
-            return None, bracket.upper(eps, direction), "upper_bound", "allocation_bracket_upper", bracket.resolution
-        return bracket.lower(eps, direction), None, "lower_bound", "allocation_bracket_lower", bracket.resolution
+    if method in BRACKET_METHODS:
+        bracket = bracket_for(s, T, E)  # one side's chain only: the other side may never be needed
+        if method is Method.BRACKET_UPPER:
+            return (None, bracket.delta_side(eps, direction, "upper"), "upper_bound", "allocation_bracket_upper",
+                    bracket.resolution)
+        return (bracket.delta_side(eps, direction, "lower"), None, "lower_bound", "allocation_bracket_lower",
+                bracket.resolution)
     if method in (Method.PLD_UPPER, Method.PLD_LOWER):
         upper = method is Method.PLD_UPPER
         vals, res, names = poisson_pld_bounds(s, T, E, eps, direction, config.pld_discretization,
@@ -387,6 +390,7 @@ def row_count(config: CertifyConfig, method: Method) -> int:
 
 def analytic_rows(config: CertifyConfig, method: Method, wall_seconds: float = 0.0) -> list[dict]:
     """Rows of an analytic method, per direction and ε (RDP and exact: 'both' only)."""
+    method = canonical_method(config.sampler, method)
     if method in (Method.RDP_UPPER, Method.EXACT):
         directions = (Direction.BOTH,)  # RDP bounds both at once; the Gaussian pair is symmetric
     else:

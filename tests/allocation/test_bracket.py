@@ -118,8 +118,8 @@ def test_certify_rows_name_the_bracket_and_refuse_outside_its_range():
     t = epscert.certify(sampler="balls_and_bins", sigma=1.0, steps=20, epochs=2, epsilons=[0.5, 1.0],
                         method=["pld_upper", "pld_lower"])
     rows = t.to_pylist()
-    ups = [r for r in rows if r["method"] == "pld_upper"]
-    los = [r for r in rows if r["method"] == "pld_lower"]
+    ups = [r for r in rows if r["method"] == "bracket_upper"]  # asked for by the old names: rows say the new ones
+    los = [r for r in rows if r["method"] == "bracket_lower"]
     assert {r["guarantee"] for r in ups} == {"upper_bound"} and {r["guarantee"] for r in los} == {"lower_bound"}
     assert {r["bound"] for r in ups} == {"allocation_bracket_upper"}
     for u, l in zip(ups, los):
@@ -203,8 +203,8 @@ def test_persistent_balls_and_bins_is_the_one_epoch_bracket_at_reduced_sigma():
     persistent = epscert.certify(sampler="balls_and_bins_persistent", sigma=2.0, steps=40, epochs=4,
                                  epsilons=eps, method=["pld_upper", "pld_lower"], direction="remove").to_pylist()
     up, lo = bracket_for(1.0, 40, 1).delta(eps, "remove")
-    got_up = [r["delta_upper"] for r in persistent if r["method"] == "pld_upper"]
-    got_lo = [r["delta_lower"] for r in persistent if r["method"] == "pld_lower"]
+    got_up = [r["delta_upper"] for r in persistent if r["method"] == "bracket_upper"]
+    got_lo = [r["delta_lower"] for r in persistent if r["method"] == "bracket_lower"]
     assert got_up == pytest.approx(list(up), rel=1e-12) and got_lo == pytest.approx(list(lo), rel=1e-12)
     with pytest.raises(ValueError, match="sigma"):  # σ/√E = 0.25 is below the bracket's range
         epscert.certify(sampler="balls_and_bins_persistent", sigma=0.5, steps=40, epochs=4, epsilons=[1.0],

@@ -41,7 +41,7 @@ def test_calibrate_beam_job_equals_the_in_process_search(capsys):
     assert summary["sigma"] == local.sigma
     assert summary["delta_upper_at_target"] == local.delta_upper
     assert summary["certified"] is True and summary["certify_seed"] == "1"
-    assert summary["poisson_sigma_pld"] == pytest.approx(local.poisson_sigma)
+    assert summary["poisson_sigma"] == pytest.approx(local.poisson_sigma)  # the API's name (was poisson_sigma_pld)
 
 
 @pytest.mark.parametrize("argv,field", [(["--target-epsilon", "-1", "--delta", "1e-3", "--steps", "10"], "epsilon"),

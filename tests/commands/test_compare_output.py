@@ -29,3 +29,25 @@ def test_compare_json_rows(capsys):
     rows = [json.loads(line) for line in capsys.readouterr().out.strip().splitlines()]
     assert {r["sampler"] for r in rows} >= {"balls_and_bins", "poisson", "deterministic", "shuffle"}
     assert all({"sigma", "steps", "epochs", "epsilon", "delta_upper"} <= set(r) for r in rows)
+
+
+def _delta_rows(mean, se, lower=1e-4, upper=1.1e-4, samples=10**6, scale=1e-3):
+    base = {"quantity": "delta_at_epsilon", "sampler": "balls_and_bins", "direction": "both", "epsilon": 2.0}
+    return [dict(base, method="bracket_lower", delta=lower, delta_lower=lower, delta_upper=None),
+            dict(base, method="bracket_upper", delta=upper, delta_lower=None, delta_upper=upper),
+            dict(base, method="importance", delta=mean, delta_upper=mean * 2, delta_lower=None, std_error=se,
+                 samples=samples, scale=scale)]
+
+
+def test_mean_against_the_bracket_says_inside_within_k_se_or_outside():
+    # issue 25 row 8: "yes" used to mean "within 4 SE", also for a mean outside the bracket
+    from epscert.compare import mean_in_bracket
+
+    # SE floor sqrt(upper·s/m) = sqrt(1.1e-4 · 1e-3 / 1e6) ≈ 3.3e-7 <= the sample SE 1e-6 used here
+    assert mean_in_bracket(_delta_rows(1.05e-4, 1e-6), "both", 2.0) == "inside"
+    assert mean_in_bracket(_delta_rows(1.1e-4 + 1.5e-6, 1e-6), "both", 2.0) == "within 1.5 SE above"
+    assert mean_in_bracket(_delta_rows(1e-4 - 3.95e-6, 1e-6), "both", 2.0) == "within 4 SE below"
+    assert mean_in_bracket(_delta_rows(1e-4 - 7.2e-6, 1e-6), "both", 2.0) == "OUTSIDE (7.2 SE below)"
+    assert mean_in_bracket(_delta_rows(1.05e-4, 1e-6)[:2], "both", 2.0) == "-"
+    header, table = pivot(_delta_rows(1e-4 - 7.2e-6, 1e-6))
+    assert header[-1] == "MC mean vs PLD bracket" and table[0][-1] == "OUTSIDE (7.2 SE below)"

@@ -32,15 +32,26 @@ def test_epsilon_json_poisson_and_context(capsys):
     assert ctx["shuffle_lower_bound"] <= ctx["deterministic_exact"]
 
 
-def test_epsilon_table_balls_and_bins_says_what_monte_carlo_needs(capsys):
+def test_epsilon_table_balls_and_bins_answers_with_the_bracket_and_samples_nothing(capsys):
+    # issue 25 row 7: the bracket answers, so no Monte Carlo run and no note about what it would need
     argv = ["epsilon", *MNIST, "--epochs", "2", "--samples", "300", "--no-context"]
     assert cli.main(argv) == 0
     captured = capsys.readouterr()
     lines = captured.out.strip().splitlines()
     assert lines[0].startswith("ε(δ=1e-05) <= ") and "balls_and_bins" in lines[0]
-    assert "allocation_bracket_upper" in lines[0]  # the deterministic PLD bracket answers
-    assert str(samples_needed(1e-5, 0.01, 2)) in captured.out  # and Monte Carlo says what it would need
+    assert "method bracket_upper" in lines[0] and "allocation_bracket_upper" in lines[0]
+    assert len(lines) == 1 and "Monte Carlo" not in captured.out and "epscert: sampling" not in captured.err
     assert "inf" not in lines[0]
+
+
+def test_epsilon_says_what_monte_carlo_needs_where_nothing_else_answers(capsys):
+    # E = 1001 is past the bracket's epoch limit: the note names the limit, then what Monte Carlo would need
+    argv = ["epsilon", "--sigma", "1", "--steps", "100", "--epochs", "1001", "--delta", "1e-5", "--samples", "300",
+            "--no-context"]
+    assert cli.main(argv) == 1
+    out = capsys.readouterr().out
+    assert "epochs must be <= 1000 for the Balls-and-Bins PLD bracket (BRACKET_MAX_EPOCHS), got epochs=1001" in out
+    assert str(samples_needed(1e-5, 0.01, 2)) in out
 
 
 def test_epsilon_table_monte_carlo_progress_where_it_runs(capsys):

@@ -28,7 +28,7 @@ def test_epsilon_cli_persistent_is_fresh_balls_and_bins_at_sigma_over_sqrt_e(cap
     out = json.loads(capsys.readouterr().out)
     assert (out["sampler"], out["steps"], out["epochs"], out["certified"]) == ("balls_and_bins_persistent", T, E, True)
     # the bracket's upper side, labelled as such (not the Poisson PLD's "pld_pessimistic")
-    assert (out["method"], out["bound"], out["error_prob"]) == ("pld_upper", "allocation_bracket_upper", None)
+    assert (out["method"], out["bound"], out["error_prob"]) == ("bracket_upper", "allocation_bracket_upper", None)
     reduced = epscert.Accountant(noise_multiplier=SIGMA / math.sqrt(E), steps=T, epochs=1).get_epsilon(DELTA)
     assert out["epsilon"] == reduced
     # one assignment for all epochs costs more than a fresh one per epoch
@@ -43,7 +43,7 @@ def test_sweep_runs_the_persistent_sampler_as_its_reduction(tmp_path, capsys):
     assert cli.main(["sweep", str(spec), "--output", str(out), "--no-progress"]) == 0
     capsys.readouterr()
     rows = [r for r in pq.read_table(out / "results.parquet").to_pylist() if r["sampler"] == "balls_and_bins_persistent"]
-    assert rows and {(r["method"], r["epochs"]) for r in rows} == {("pld_upper", E)}
+    assert rows and {(r["method"], r["epochs"]) for r in rows} == {("bracket_upper", E)}
     fresh = epscert.certify(sampler="balls_and_bins", sigma=SIGMA / math.sqrt(E), steps=T, epochs=1,
                             epsilons=[0.5, 1.0], method="pld_upper").to_pylist()
     want = {(r["epsilon"], r["direction"]): r["delta_upper"] for r in fresh}

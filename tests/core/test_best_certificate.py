@@ -68,33 +68,41 @@ def test_balls_and_bins_answers_with_the_pld_bracket():
         warnings.simplefilter("error", NotCertifiedWarning)
         eps = acc.get_epsilon(1e-5)
     cert = acc.last_certificate
-    assert cert.method == "pld_upper" and cert.bound == "allocation_bracket_upper"
+    assert cert.method == "bracket_upper" and cert.bound == "allocation_bracket_upper"
     assert cert.guarantee == "upper_bound" and cert.error_prob is None
     assert eps < 1.101 < gaussian_epsilon(1.0 / math.sqrt(10), 1e-5)
     low = epscert.inverse.epsilon_at_delta.analytic_epsilon_rows(
         CertifyConfig("balls_and_bins", 1.0, 234, (1.0,), epochs=10, methods=("pld_lower",)),
-        Method.PLD_LOWER, [1e-5])[0]["epsilon_lower"]
+        Method.BRACKET_LOWER, [1e-5])[0]["epsilon_lower"]
     assert 0.6 < low <= eps <= low * 1.01
-    # Monte Carlo could not reach δ = 1e-5 with 500 samples and says what a finite answer needs
-    need = samples_needed(1e-5, 0.01, 2)
-    assert any(str(need) in note for note in cert.notes)
+    # the bracket answered, so Monte Carlo was not run (issue 25 item 6): no Monte Carlo row, no note about it
+    assert not any(Method(r["method"]).is_monte_carlo for r in cert.rows)
+    assert not any("Monte Carlo" in note for note in cert.notes)
 
 
-def test_the_tightest_candidate_wins():
-    # T = 10, one epoch, δ = 1e-2: both the bracket and Monte Carlo certify; the smaller value is returned
+def test_the_tightest_candidate_wins_and_monte_carlo_runs_only_where_nothing_analytic_answers():
+    # T = 10, one epoch, δ = 1e-2: the bracket answers, so Monte Carlo is not run; domination is evaluated
+    # too (closed form) and the smaller of the two is returned
     config = CertifyConfig("balls_and_bins", 1.0, 10, (1.0,), methods=("naive",), samples=20_000)
     cert = best_certificate(config, delta=1e-2)
     values = {}
     for r in cert.rows:
         if r["direction"] == "both" and r["epsilon_upper"] is not None:
-            values[r["method"]] = max(values.get(r["method"], 0.0), r["epsilon_upper"])
-    assert {"naive", "pld_upper"} <= set(values)
-    assert cert.value == min(values.values()) and values[cert.method] == cert.value
-    assert values["naive"] < gaussian_epsilon(1.0, 1e-2)  # Monte Carlo also beats deterministic batches
+            values[(r["method"], r["bound"])] = max(values.get((r["method"], r["bound"]), 0.0), r["epsilon_upper"])
+    assert set(values) == {("bracket_upper", "allocation_bracket_upper"), ("exact", "deterministic_domination")}
+    assert cert.value == min(values.values()) == values[("bracket_upper", "allocation_bracket_upper")]
+    assert cert.value < gaussian_epsilon(1.0, 1e-2)  # the bracket beats deterministic batches
     low = epscert.inverse.epsilon_at_delta.analytic_epsilon_rows(
         CertifyConfig("balls_and_bins", 1.0, 10, (1.0,), methods=("cube_lower_bound",)),
         Method.CUBE_LOWER_BOUND, [1e-2])[0]["epsilon_lower"]
     assert low <= cert.value  # an upper bound sits above the analytic lower bound
+    # below the bracket's σ range Monte Carlo runs, and the smaller of it and domination wins
+    config = CertifyConfig("balls_and_bins", 0.25, 10, (1.0,), methods=("naive",), samples=20_000)
+    cert = best_certificate(config, delta=1e-2)
+    methods = {r["method"] for r in cert.rows if r["direction"] == "both"}
+    assert methods == {"naive", "exact"} and cert.method == "naive"
+    assert cert.value < gaussian_epsilon(0.25, 1e-2)
+    assert any("BRACKET_MIN_SIGMA" in note for note in cert.notes)  # the limit that stopped the bracket, named
 
 
 def test_nothing_certifiable_is_inf_with_a_warning_that_says_why():
@@ -129,8 +137,14 @@ def test_accountant_steps_or_dataset_and_batch_size(kwargs, field):
 def test_candidates_and_sweep_auto():
     assert certified_methods("poisson")[0] is Method.PLD_UPPER
     assert certified_methods(Sampler.DETERMINISTIC) == (Method.EXACT,)
-    assert auto_methods("poisson") == (Method.PLD_UPPER, Method.RDP_UPPER)
-    assert auto_methods("deterministic") == (Method.EXACT,)
-    assert auto_methods("balls_and_bins") == (Method.AUTO,) and auto_methods("shuffle") == (Method.AUTO,)
+    config = lambda sampler, sigma=1.0, epochs=1: CertifyConfig(sampler, sigma, 100, (1.0,), epochs=epochs)  # noqa: E731
+    assert auto_methods(config("poisson")) == (Method.PLD_UPPER, Method.PLD_LOWER)
+    assert auto_methods(config("deterministic")) == (Method.EXACT,)
+    assert auto_methods(config("balls_and_bins")) == (Method.BRACKET_UPPER, Method.BRACKET_LOWER)
+    assert auto_methods(config("balls_and_bins_persistent", 1.0, 4)) == (Method.BRACKET_UPPER, Method.BRACKET_LOWER)
+    # outside the bracket's range (σ < 0.3; the persistent reduction σ/√E counts) and for shuffling: Monte Carlo
+    assert auto_methods(config("balls_and_bins", 0.25)) == (Method.AUTO,)
+    assert auto_methods(config("balls_and_bins_persistent", 1.0, 16)) == (Method.AUTO,)
+    assert auto_methods(config("shuffle")) == (Method.AUTO,)
     with pytest.raises(ValueError, match="sampler"):
         certified_methods("bogus")

@@ -178,3 +178,48 @@ def test_nightly_spec_and_crontab():
         if line.strip() and not line.startswith("#"):
             fields = line.split()
             assert len(fields) > 5 and "deploy/schedule/nightly_sweep.sh" in line
+
+
+def test_cloud_scheduler_honours_spec(tmp_path):
+    # issue 25 row 11: SPEC= used to be ignored (the nightly spec was always uploaded)
+    script = DEPLOY / "schedule" / "cloud_scheduler.sh"
+    base = dict(os.environ, **DRY_ENV)
+    for spec, uploaded in (("gs://demo-bucket/specs/grid.yaml", None),
+                           (str(DEPLOY / "schedule" / "nightly-spec.yaml"), "gs://demo-bucket/specs/nightly-spec.yaml")):
+        body = tmp_path / "body.json"
+        proc = subprocess.run(["bash", str(script)], env=dict(base, SPEC=spec, BODY_OUT=str(body)),
+                              capture_output=True, text=True, timeout=60, check=True)
+        expected = uploaded or spec
+        assert load_json(body)["launchParameter"]["parameters"]["spec"] == expected
+        copies = [shlex.split(line) for line in proc.stdout.splitlines() if line.startswith("gcloud storage cp")]
+        assert copies == ([] if uploaded is None else [["gcloud", "storage", "cp", spec, uploaded]])
+    proc = subprocess.run(["bash", str(script)], env=dict(base, SPEC=str(tmp_path / "missing.yaml")),
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "SPEC=" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_dataflow_dry_run_without_the_gcp_extra_says_so_in_one_line():
+    import importlib
+
+    try:
+        importlib.import_module("apache_beam.runners.dataflow.internal.apiclient")
+        pytest.skip("the gcp extra is installed here")
+    except ImportError:
+        pass
+    env = {k: v for k, v in os.environ.items() if k != "DRY_RUN"}
+    proc = subprocess.run(["bash", str(DEPLOY / "dataflow" / "dry_run.sh")], env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert proc.stderr.strip().count("\n") == 0 and ".[gcp]" in proc.stderr
+    # the job itself refuses the same way, after the other checks and before building anything
+    from pipelines import cli
+
+    argv = ["certify", "--sigma", "1", "--steps", "10", "--output", "gs://b/x.parquet", "--runner", "DataflowRunner",
+            "--project", "p", "--region", "r", "--temp_location", "gs://b/tmp", "--no-progress"]
+    assert cli.main(argv) == 2
+
+
+def test_deploy_readme_says_to_build_the_image_first():
+    text = (DEPLOY / "README.md").read_text()
+    assert "First, build the image" in text and "deploy/dataflow/build.sh" in text
+    assert "deploy/dataflow/build.sh" in (DEPLOY / "schedule" / "README.md").read_text()

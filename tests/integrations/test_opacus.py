@@ -267,7 +267,7 @@ def test_ten_epochs_of_234_steps_match_epscert_accountant_and_beat_opacus_poisso
     mine = acc.get_epsilon(1e-5)
     cert = acc.last_certificate
     assert (cert.method, cert.bound, cert.guarantee, cert.error_prob) == (
-        "pld_upper", "allocation_bracket_upper", "upper_bound", None)
+        "bracket_upper", "allocation_bracket_upper", "upper_bound", None)
     direct = epscert.Accountant(noise_multiplier=1.0, steps=234, epochs=10)
     assert mine == direct.get_epsilon(1e-5)  # the bracket is cached per process: no second computation
     assert math.isfinite(mine) and mine == pytest.approx(1.0476, abs=5e-3)
@@ -294,7 +294,7 @@ def test_partial_epoch_reports_the_prefix_between_the_whole_epochs():
         assert seen[k] == run.get_epsilon(delta, steps_done=k), k
     assert [seen[k] for k in sorted(seen)] == sorted(seen.values())
     assert seen[T] == whole[1] and seen[2 * T] == whole[2] and whole[1] < seen[T + 1] < whole[2]
-    assert acc.last_certificate.method == "pld_upper"
+    assert acc.last_certificate.method == "bracket_upper"
     bs.position += 1
     with pytest.raises(ValueError, match="steps"):
         acc.step(noise_multiplier=sigma, sample_rate=1 / T)  # no certified batches after the run

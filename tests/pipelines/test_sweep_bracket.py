@@ -20,7 +20,7 @@ def test_sweep_with_the_pld_bracket_writes_its_rows(tmp_path, capsys):
     assert len(got) == 2 * 2 * 2 * 3
     for (sigma, epochs, method, eps), row in got.items():
         up, lo = bracket_for(sigma, 50, epochs).delta([eps])
-        if method == "pld_upper":
+        if method == "bracket_upper":  # pld_upper in the spec: the bracket's old name
             assert row["guarantee"] == "upper_bound" and row["delta_upper"] == pytest.approx(up[0], rel=1e-12)
         else:
             assert row["guarantee"] == "lower_bound" and row["delta_lower"] == pytest.approx(lo[0], rel=1e-12)

@@ -9,7 +9,7 @@ import pytest
 from epscert.results.baselines import baseline_tasks
 from epscert.params import Method, Sampler
 from pipelines import spec as spec_mod
-from pipelines.spec import SpecError, expand
+from pipelines.spec import keyed_by_result, SpecError, expand
 
 BASE = {"sigma": 0.8, "steps": 10, "epsilons": [1, 2], "samples": 100, "shards": 1}
 
@@ -26,8 +26,11 @@ def test_product_of_grids_in_a_fixed_order():
 
 def test_scalars_are_one_point_grids_and_defaults_apply():
     (config,) = expand({"sigma": 1.0, "steps": 5, "epsilons": 1})
-    assert config.sampler is Sampler.BALLS_AND_BINS and config.resolved == (Method.IMPORTANCE,)
+    # method auto: the candidate `epscert epsilon` answers with, the PLD bracket (σ = 1 is in its range)
+    assert config.sampler is Sampler.BALLS_AND_BINS and config.resolved == (Method.BRACKET_UPPER, Method.BRACKET_LOWER)
     assert config.samples == 100_000 and config.error_prob == 0.01 and config.shards >= 1
+    (config,) = expand({"sigma": 0.25, "steps": 5, "epsilons": 1})  # below the bracket's σ range: Monte Carlo
+    assert config.resolved == (Method.IMPORTANCE,)
 
 
 def test_steps_from_dataset_and_batch_size():
@@ -52,7 +55,9 @@ def test_truncated_batches():
 def test_baselines_become_configurations():
     configs = expand(dict(BASE, method="naive", baselines=True))
     main = configs[0]
-    assert {c.config_id for c in configs} == {main.config_id} | {b.config_id for b, _ in baseline_tasks(main)}
+    # the analytic baselines are keyed by what changes their rows (samples, seed... do not)
+    assert {c.config_id for c in configs} == {main.config_id} | {keyed_by_result(b).config_id
+                                                                 for b, _ in baseline_tasks(main)}
 
 
 def test_orders_grid_with_order_statistics():
@@ -135,9 +140,10 @@ def test_missing_file_is_refused(tmp_path):
 
 
 def test_method_auto_picks_the_certified_analytic_methods():
-    # issue 17: Poisson gets PLD (and RDP), deterministic its exact curve, never Monte Carlo
+    # issue 17: Poisson gets PLD (both sides; its upper side falls back to RDP below its resolution), deterministic its exact curve; issue 25 item 3:
+    # Balls-and-Bins the PLD bracket that `epscert epsilon` answers with, never Monte Carlo in its range
     configs = {c.sampler: c for c in expand(dict(BASE, sampler=["poisson", "deterministic", "balls_and_bins"],
                                                  method="auto"))}
-    assert configs[Sampler.POISSON].resolved == (Method.PLD_UPPER, Method.RDP_UPPER)
+    assert configs[Sampler.POISSON].resolved == (Method.PLD_UPPER, Method.PLD_LOWER)
     assert configs[Sampler.DETERMINISTIC].resolved == (Method.EXACT,)
-    assert all(m.is_monte_carlo for m in configs[Sampler.BALLS_AND_BINS].resolved)
+    assert configs[Sampler.BALLS_AND_BINS].resolved == (Method.BRACKET_UPPER, Method.BRACKET_LOWER)

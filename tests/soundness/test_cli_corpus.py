@@ -135,7 +135,7 @@ CORPUS = [
     E("certify", ["--steps", "10", "--method", "importance_order_stats", "--orders", "1,11,1"], "orders",
       id="orders-reach-T"),
     E("certify", ["--method", "importance_order_stats", "--epochs", "3"], "epochs", id="importance-epochs"),
-    E("certify", ["--sampler", "balls-and-bins"], "sampler", id="unknown-sampler"),
+    E("certify", ["--sampler", "balls_and_urns"], "sampler", id="unknown-sampler"),
     E("certify", ["--method", ""], "method", id="empty-method"),
     E("certify", ["--direction", "both,add"], "direction", id="unknown-direction"),
     E("certify", ["--method", "naive", "--steps", "1000", "--samples", "1000000000000000"], "samples",

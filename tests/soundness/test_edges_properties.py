@@ -31,8 +31,8 @@ METHODS = (
     ("balls_and_bins", "balls_and_bins", "cube_lower_bound", "cheap"),
     ("shuffle", "shuffle", "cube_lower_bound", "cheap"),
     ("shuffle_persistent", "shuffle_persistent", "cube_lower_bound", "cheap"),
-    ("balls_and_bins", "balls_and_bins", "pld_upper", "bracket"),  # the allocation bracket (issue 11)
-    ("balls_and_bins", "balls_and_bins", "pld_lower", "bracket"),
+    ("balls_and_bins", "balls_and_bins", "bracket_upper", "bracket"),  # the allocation bracket (issue 11)
+    ("balls_and_bins", "balls_and_bins", "bracket_lower", "bracket"),
 )
 #: One participation per epoch: dominated by the deterministic pair. Not Poisson (several
 #: participations: at σ = 0.3, T = 129, ε = 19 its δ is 20× the deterministic δ; found by the sweep).

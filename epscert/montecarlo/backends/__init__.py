@@ -16,10 +16,16 @@ from __future__ import annotations
 
 import importlib.util
 
-from epscert.montecarlo.conditional import ConditionalSampler
+from epscert.montecarlo.conditional import ConditionalSampler, conditional_sampler
+from epscert.montecarlo.samplers import loss_sampler
 from epscert.params import BACKENDS, Method
 
 NUMPY_TAG = "numpy:cpu"
+
+
+def jax_installed() -> bool:
+    """Whether this process can import JAX (looked up, not imported)."""
+    return importlib.util.find_spec("jax") is not None
 
 
 def jax_has_kernel(sampler: object, method: Method) -> bool:
@@ -51,14 +57,35 @@ def resolve(backend: str, sampler: object, method: Method) -> str:
     if backend == "numpy":
         return "numpy"
     if backend == "jax":
-        if importlib.util.find_spec("jax") is None:
+        if not jax_installed():
             raise ValueError("backend='jax' needs JAX: pip install 'epscert[jax]' (CPU) or 'epscert[gpu]' (CUDA)")
         return "jax"
-    if importlib.util.find_spec("jax") is None or not jax_has_kernel(sampler, method):
+    if not jax_installed() or not jax_has_kernel(sampler, method):
         return "numpy"
     from epscert.montecarlo.backends import jax_backend
 
     return "jax" if jax_backend.gpu_visible() else "numpy"
+
+
+def check_available(config) -> None:
+    """ValueError (one line) when ``config`` asks for ``backend='jax'`` with Monte Carlo work and this
+    process cannot import JAX. Call it where the work will run here (the API, local runners), before any work."""
+    if config.backend == "jax" and any(m.is_monte_carlo for m in config.resolved) and not jax_installed():
+        raise ValueError("backend='jax' needs JAX, which is not installed here: pip install 'epscert[jax]' (CPU) "
+                         "or 'epscert[gpu]' (CUDA), or use backend='numpy'")
+
+
+def resolved_here(config) -> str:
+    """The backend ``config`` runs on in this process: ``auto`` decided as :func:`resolve` decides it per
+    Monte Carlo method ('jax' only if every one would take it); the configured name when no method samples."""
+    mc = [m for m in config.resolved if m.is_monte_carlo]
+    if config.backend != "auto" or not mc:
+        return config.backend
+    picks = set()
+    for m in mc:
+        sampler = conditional_sampler(config, m) if m.is_conditional else loss_sampler(config, m)
+        picks.add(resolve("auto", sampler, m))
+    return "jax" if picks == {"jax"} else "numpy"
 
 
 def split_tags(tags: tuple[str, ...]) -> tuple[str | None, str | None]:
