@@ -172,9 +172,8 @@ SUPPORTED_METHODS[Sampler.BALLS_AND_BINS_PERSISTENT] = SUPPORTED_METHODS[Sampler
 #: ``conditional`` (``auto``), the deterministic bounds of :mod:`epscert.analytic.matrix`, ``exact``
 #: for one bin (b = 1) and the Balls-and-Bins bracket (``bracket_upper``/``bracket_lower``) for C = c·I
 #: when b divides n. Order statistics need exchangeable coordinates, which correlated modes are not.
-MATRIX_METHODS = frozenset({Method.NAIVE, Method.IMPORTANCE, Method.CONDITIONAL, Method.AUTO, Method.EXACT,
-                            Method.BRACKET_UPPER, Method.BRACKET_LOWER, Method.INDEPENDENT_LOWER_BOUND,
-                            Method.COMONOTONE_UPPER_BOUND})
+#: Read from the one table of :mod:`epscert.support` (mechanism ``bandmf``).
+MATRIX_METHODS = frozenset({Method.AUTO, *(Method(m) for m in support.methods_for(support.MATRIX_SAMPLER, "bandmf"))})
 #: The JAX backend's matrix-mechanism kernels (:mod:`epscert.montecarlo.backends.jax_matrix`).
 JAX_MATRIX_KERNELS = ("naive", "importance", "conditional")
 #: Largest cycle length b of a matrix mechanism (the b x b Gram matrix: 2 GiB at 16384).

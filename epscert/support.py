@@ -28,8 +28,14 @@ from typing import Mapping
 #: every step, clipped per-example gradients of norm <= 1 (SPEC §1).
 MECHANISMS: Mapping[str, str] = {
     "dpsgd": "DP-SGD: the Gaussian mechanism, independent noise N(0, σ²) at every step (SPEC §1)",
+    "bandmf": ("DP-FTRL / BandMF: the matrix mechanism y = C x + σ z with a lower-triangular strategy C (banded "
+               "Toeplitz by c_col, or dense from a .npy file) over n iterations, Balls-and-Bins batches of cycle "
+               "length b (each example keeps one bin for every cycle: sampler balls_and_bins_persistent); the "
+               "dominating pair (1/b) Σ_j N(C x_j, σ²I) vs N(0, σ²I) (docs/matrix_mechanism.md)"),
 }
 DEFAULT_MECHANISM = "dpsgd"
+#: The sampler of a matrix mechanism (each example keeps one bin for every cycle).
+MATRIX_SAMPLER = "balls_and_bins_persistent"
 
 #: Short names of the guarantees in the matrix's cells.
 LABELS: Mapping[str, str] = {"exact": "exact", "bracket": "bracket", "upper_bound": "upper bound",
@@ -83,8 +89,9 @@ def _rows() -> tuple[Support, ...]:
             add(sampler, "conditional", "mc_ucb", "one epoch")
             add(sampler, "conditional_order_stats", "mc_ucb", "one epoch")
         add(sampler, "cube_lower_bound", "lower_bound", "E > 1: the sliced max-statistic PLD composed E times")
-    add("poisson", "pld_upper", "bracket", "dp_accounting PLD, pessimistic (upper side)")
-    add("poisson", "pld_lower", "bracket", "dp_accounting PLD, optimistic (lower side)")
+    add("poisson", "pld_upper", "bracket", "PLD bracket, upper side: connect-the-dots PMF, tilted FFT composition "
+        "with a relative error bound (RDP where smaller)")
+    add("poisson", "pld_lower", "bracket", "PLD bracket, lower side: merged post-processing PMF, same composition")
     add("poisson", "rdp_upper", "upper_bound", "dp_accounting RDP; δ(ε) only")
     add("poisson", "naive", "mc_ucb")
     add("deterministic", "exact", "exact", "Gaussian closed form at σ/√E")
@@ -93,6 +100,20 @@ def _rows() -> tuple[Support, ...]:
     for sampler in ("shuffle", "shuffle_persistent"):
         add(sampler, "naive", "conjecture", "the shuffle pair is tight only under a conjecture (SPEC §1)")
         add(sampler, "cube_lower_bound", "lower_bound")
+    bandmf = dict(mechanism="bandmf")
+    add(MATRIX_SAMPLER, "naive", "mc_ucb", "privacy losses from the b × b Gram matrix of the modes", **bandmf)
+    add(MATRIX_SAMPLER, "importance", "mc_ucb", "value estimator (REMOVE: ALOE over the bins; ADD: truncated mean); "
+        "two-sided (LCB and UCB)", **bandmf)
+    add(MATRIX_SAMPLER, "conditional", "mc_ucb", "conditional value estimator (REMOVE: stratified lines, ADD: mean "
+        "line); two-sided (LCB and UCB)", **bandmf)
+    add(MATRIX_SAMPLER, "comonotone_upper_bound", "upper_bound", "the Gaussian of the largest mode norm: "
+        "deterministic and loose", **bandmf)
+    add(MATRIX_SAMPLER, "independent_lower_bound", "lower_bound", "modes taken as independent Balls-and-Bins "
+        "steps: the bracket's lower side at the smallest mode norm", **bandmf)
+    add(MATRIX_SAMPLER, "bracket_upper", "bracket", "C = c·I and b dividing n only (the pair is then Balls-and-Bins); "
+        + BRACKET_RANGE + " at σ/(c√(n/b))", **bandmf)
+    add(MATRIX_SAMPLER, "bracket_lower", "bracket", "C = c·I and b dividing n only", **bandmf)
+    add(MATRIX_SAMPLER, "exact", "exact", "b = 1: the Gaussian mechanism of the one mode", **bandmf)
     return tuple(rows)
 
 
@@ -112,6 +133,8 @@ CANDIDATES: Mapping[tuple[str, str], tuple[str, ...]] = {
     (DEFAULT_MECHANISM, "balls_and_bins_persistent"): ("bracket_upper", "auto", "exact"),
     (DEFAULT_MECHANISM, "shuffle"): ("exact",),
     (DEFAULT_MECHANISM, "shuffle_persistent"): ("exact",),
+    # a matrix mechanism: the comonotone bound does not stop its Monte Carlo (it is loose)
+    ("bandmf", MATRIX_SAMPLER): ("bracket_upper", "comonotone_upper_bound", "auto"),
 }
 
 #: Old method names still accepted, per sampler: the Balls-and-Bins bracket was called
@@ -151,8 +174,12 @@ def canonical_method(sampler: str, method: str) -> str:
 
 def _answer(mechanism: str, sampler: str) -> str:
     """What the certified answer (``epscert epsilon``, sweep ``method: auto``) tries, in words."""
-    words = {"bracket_upper": f"the PLD bracket ({BRACKET_RANGE})", "pld_upper": "dp_accounting PLD (upper side)",
+    words = {"bracket_upper": f"the PLD bracket ({BRACKET_RANGE})", "pld_upper": "the Poisson PLD bracket (upper side)",
              "rdp_upper": "RDP (δ(ε) only)", "auto": "Monte Carlo UCB (where nothing analytic answers)"}
+    if mechanism == "bandmf":
+        words.update(bracket_upper="the Balls-and-Bins PLD bracket (C = c·I, b divides n)",
+                     comonotone_upper_bound="the comonotone Gaussian (upper bound)",
+                     auto="Monte Carlo conditional UCB (run unless the bracket answered)")
     parts = []
     for m in CANDIDATES.get((mechanism, sampler), ()):
         if m == "exact":

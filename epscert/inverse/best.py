@@ -89,7 +89,7 @@ CANDIDATES: Mapping[Sampler, tuple[Method, ...]] = {
     s: tuple(Method(m) for m in support.CANDIDATES[(support.DEFAULT_MECHANISM, s.value)]) for s in Sampler
 }
 #: The candidates of a matrix mechanism (a configuration with a strategy), in evaluation order.
-MATRIX_CANDIDATES = (Method.BRACKET_UPPER, Method.COMONOTONE_UPPER_BOUND, Method.AUTO)
+MATRIX_CANDIDATES = tuple(Method(m) for m in support.CANDIDATES[("bandmf", support.MATRIX_SAMPLER)])
 #: Deterministic lower bounds of a matrix mechanism, evaluated for the two-sided answer.
 MATRIX_LOWER = (Method.BRACKET_LOWER, Method.INDEPENDENT_LOWER_BOUND)
 DOMINATION_BOUND = "deterministic_domination"
