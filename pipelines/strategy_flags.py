@@ -19,7 +19,7 @@ import argparse
 from epscert.mechanism import MECHANISMS, mechanism_settings, strategy_from
 from epscert.params import CertifyConfig
 from epscert.strategies import MAX_DENSE_ITERATIONS, Strategy
-from pipelines.options import UsageError, parse_int
+from pipelines.args import UsageError, parse_int
 
 WORKERS_NEED_THE_FILE = ("referenced by path and SHA-256: Beam workers must read the same file at the same path "
                          "(a shared mount or the worker image); a changed file is refused")

@@ -242,10 +242,10 @@ def _matrix_candidate(config: CertifyConfig, method: Method) -> CertifyConfig | 
     """A matrix mechanism's candidate: the bracket only for C = c·I with b | n, within its range."""
     if method in (Method.BRACKET_UPPER, Method.BRACKET_LOWER):
         strategy, b = config.strategy, config.steps
-        if not (strategy.is_identity() and strategy.iterations % b == 0 and b <= BRACKET_MAX_STEPS):
+        if not (strategy.is_identity() and strategy.iterations % b == 0):
             return None
         k = strategy.iterations // b  # G = (c² k / σ²) I: Balls-and-Bins of b steps at σ/(c √k)
-        if config.sigma / (strategy.c_col[0] * math.sqrt(k)) < BRACKET_MIN_SIGMA:
+        if bracket_limit(Sampler.BALLS_AND_BINS, config.sigma / (strategy.c_col[0] * math.sqrt(k)), b, 1):
             return None
     if method is Method.INDEPENDENT_LOWER_BOUND and not independent_bound_applies(config):
         return None

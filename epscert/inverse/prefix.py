@@ -37,7 +37,7 @@ from epscert.allocation.persistent import persistent_bracket_for
 from epscert.inverse.best import Certificate, best_certificate
 from epscert.inverse.epsilon_at_delta import check_deltas
 from epscert.inverse.search import epsilon_for_delta
-from epscert.params import (BRACKET_MAX_EPOCHS, BRACKET_MAX_STEPS, BRACKET_MIN_SIGMA, CertifyConfig, Method,
+from epscert.params import (BRACKET_MAX_EPOCHS, BRACKET_MAX_STEPS, BRACKET_MIN_SIGMA, MAX_EPSILON, CertifyConfig, Method,
                             Sampler, check_float, check_int)
 from epscert.results.rows import base_row
 
@@ -107,7 +107,8 @@ def certificate_after(config: CertifyConfig, steps_done: int | None, *, delta: f
         raise ValueError(f"give exactly one of delta and epsilon, got delta={delta!r}, epsilon={epsilon!r}")
     quantity = "epsilon" if delta is not None else "delta"
     target = check_deltas([delta])[0] if delta is not None else check_float("epsilon", epsilon, low=0.0,
-                                                                          low_open=False)
+                                                                          low_open=False, high=MAX_EPSILON,
+                                                                          high_open=False)
     n = check_steps_done(config, steps_done)
     if n == 0:
         return Certificate(quantity, target, config.sampler.value, 0.0, None, "no_steps", "exact", None,

@@ -78,9 +78,9 @@ def test_persistent_runs_mid_cycle_lie_between_the_whole_cycles():
 
 
 def test_a_named_method_keeps_its_method_mid_epoch():
-    acc = epscert.Accountant(noise_multiplier=SIGMA, steps=T, epochs=2, method="pld_upper")
+    acc = epscert.Accountant(noise_multiplier=SIGMA, steps=T, epochs=2, method="pld_upper")  # the old name
     assert acc.get_epsilon(DELTA, steps_done=T + 5) < acc.get_epsilon(DELTA, steps_done=2 * T)
-    assert acc.last_certificate.method == "pld_upper"
+    assert acc.last_certificate.method == "bracket_upper"
     exact = epscert.Accountant(noise_multiplier=SIGMA, steps=T, epochs=2, sampler="deterministic", method="exact")
     assert exact.get_epsilon(DELTA, steps_done=T + 5) == exact.get_epsilon(DELTA) and math.isfinite(
         exact.get_epsilon(DELTA))

@@ -66,17 +66,18 @@ def test_identity_strategy_is_persistent_balls_and_bins(sigma, c, n, b, eps, met
 
 
 def test_identity_strategy_bracket_methods_are_the_allocation_bracket():
-    """pld_upper / pld_lower of C = c·I are the allocation bracket at σ/(c√k) (values of another module)."""
+    """bracket_upper / bracket_lower (old names pld_upper / pld_lower) of C = c·I are the allocation bracket
+    at σ/(c√k) (values of another module)."""
     sigma, c, n, b, eps = 5.0, 2.5, 40, 10, [0.5, 1.0, 2.0]
     table = epscert.certify(sampler="balls_and_bins_persistent", sigma=sigma, steps=b, epsilons=eps,
-                            method=["pld_upper", "pld_lower"], strategy=toeplitz_strategy([c], n))
+                            method=["pld_upper", "bracket_lower"], strategy=toeplitz_strategy([c], n))
     bracket = bracket_for(sigma / (c * math.sqrt(n // b)), b, 1)
     for direction in ("remove", "add"):
         upper, lower = bracket.delta(eps, direction)
         for i, e in enumerate(eps):
-            assert math.isclose(row(table, method="pld_upper", direction=direction, epsilon=e)["delta_upper"],
+            assert math.isclose(row(table, method="bracket_upper", direction=direction, epsilon=e)["delta_upper"],
                                 upper[i], rel_tol=1e-12)
-            assert math.isclose(row(table, method="pld_lower", direction=direction, epsilon=e)["delta_lower"],
+            assert math.isclose(row(table, method="bracket_lower", direction=direction, epsilon=e)["delta_lower"],
                                 lower[i], rel_tol=1e-12)
 
 

@@ -218,7 +218,7 @@ def test_dense_iterations_must_match_the_file(tmp_path):
     (dict(epochs=3), ["epochs", "ceil(iterations/steps) = 4", "epochs=3"]),
     (dict(method="order_stats"), ["method='order_stats'", "matrix mechanism"]),
     (dict(method="exact"), ["exact", "steps=10"]),
-    (dict(method="pld_upper"), ["pld_upper", "C = c*I"]),
+    (dict(method="pld_upper"), ["bracket_upper", "C = c*I"]),
     (dict(strategy=[1.0, 0.5]), ["strategy must be", "toeplitz_strategy"]),
 ])
 def test_certify_refuses_bad_matrix_configurations(kwargs, words):
