@@ -60,9 +60,10 @@ SECTIONS = ("baseline", "startup", "grid", "merge", "model")
 #: Assumed, not measured: start-up of a cluster job (Dataflow: VMs booted and the SDK container
 #: pulled, typically 2 to 4 minutes, independent of W while the pool starts in parallel).
 CLUSTER_STARTUP_SECONDS = 180.0
-#: Placeholder, to be replaced with the measured figure: samples per second per core of the
-#: matrix-mechanism (BandMF, n = 2000, b = 100, 16 bands) certificate's sampler.
-MATRIX_RATE_PLACEHOLDER = 1e5
+#: Samples per second per core of the matrix-mechanism (BandMF, n = 2000, b = 100, 16 bands) naive
+#: sampler, measured by ``python -m benchmarks.matrix`` on this machine (benchmarks/results/matrix.log,
+#: REMOVE direction, end to end through epscert.certify).
+MATRIX_RATE = 437_273.0
 WORKER_COUNTS = (1, 2, 10, 100, 1000)
 
 
@@ -258,9 +259,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--shard-counts", default="auto,1,2,8,64,512", help="comma-separated counts or 'auto'")
     parser.add_argument("--merge-shards", type=int, default=10_000)
     parser.add_argument("--sections", default=",".join(SECTIONS), help=f"comma-separated subset of {SECTIONS}")
-    parser.add_argument("--matrix-rate", type=float, default=MATRIX_RATE_PLACEHOLDER,
-                        help="samples/s per core of the matrix-mechanism sampler for table (b) (default: the "
-                             "PLACEHOLDER %(default)g)")
+    parser.add_argument("--matrix-rate", type=float, default=MATRIX_RATE,
+                        help="samples/s per core of the matrix-mechanism sampler for table (b) (default: "
+                             "%(default)g, measured by benchmarks.matrix)")
     args = parser.parse_args(argv)
     sections = set(args.sections.split(","))
     samples = int(args.samples)
@@ -330,9 +331,8 @@ def main(argv: list[str] | None = None) -> None:
                     f"{rate:,.0f} samples/s per core (both directions, measured in this run). W = 1, 2: the local "
                     f"runners' measured start-up; W >= 10: {CLUSTER_STARTUP_SECONDS:.0f} s ASSUMED (a cluster's VMs, "
                     "not measured here). Shards: what --shards auto picks for W.")
-        placeholder = args.matrix_rate == MATRIX_RATE_PLACEHOLDER
-        rate_note = (f"PLACEHOLDER rate {args.matrix_rate:g} samples/s per core (not measured: pass the measured one "
-                     "with --matrix-rate)" if placeholder else f"rate {args.matrix_rate:g} samples/s per core (given)")
+        source = "measured by benchmarks.matrix, naive, 16 bands" if args.matrix_rate == MATRIX_RATE else "given"
+        rate_note = f"rate {args.matrix_rate:g} samples/s per core ({source})"
         for n_matrix in (1e9, 1e10):
             extrapolate(f"(b) Matrix-mechanism certificate (BandMF n = 2000, b = 100, 16 bands), N = {n_matrix:.0e}",
                         n_matrix, args.matrix_rate, overhead, merge, startup,
