@@ -308,9 +308,10 @@ def main(argv: list[str] | None = None) -> None:
             print(f"\nRows identical in every run and equal to the one-core in-process run (every column but "
                   f"wall_seconds): {identical}")
             if fit_points and startup:
-                _, overhead = fit_overhead(fit_points, t1)
+                _, slope = fit_overhead(fit_points, t1)
+                overhead = max(slope, 0.0)  # a cost is >= 0: a negative slope is noise
                 print(f"Per-shard overhead (slope of T - t_start - sampling against rounds ⌈S/W⌉): "
-                      f"{overhead * 1e3:.1f} ms per shard")
+                      f"{slope * 1e3:.1f} ms per shard" + ("" if slope >= 0 else " (below the noise: 0 in the model)"))
     if "merge" in sections:
         merges = merge_section(config, args.merge_shards)
         merge = merges["merge_per_acc"]

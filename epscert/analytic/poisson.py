@@ -49,7 +49,6 @@ import functools
 import logging
 import math
 
-import dp_accounting
 import numpy as np
 
 from epscert.analytic.resolution import UNDERFLOW_FLOOR
@@ -463,6 +462,11 @@ def quiet_rdp():
 
 @functools.lru_cache(maxsize=32)
 def rdp_accountant(sigma: float, steps: int, epochs: int):
+    """dp_accounting's RDP accountant of T·E Poisson-subsampled Gaussian steps (cached). dp_accounting is
+    imported here, not at module load: it takes about a second (scipy.signal, its calibration module), paid
+    by every Beam worker that starts, while only RDP questions need it."""
+    import dp_accounting  # noqa: PLC0415
+
     event = dp_accounting.SelfComposedDpEvent(
         dp_accounting.PoissonSampledDpEvent(1.0 / steps, dp_accounting.GaussianDpEvent(sigma)),
         steps * epochs,
