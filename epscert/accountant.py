@@ -32,7 +32,7 @@ import pyarrow as pa
 from epscert.results.tables import certify_config
 from epscert.inverse.calibrate import Calibration, calibrate_sigma, check_certifiable
 from epscert.inverse.epsilon_at_delta import mc_epsilon_rows, analytic_epsilon_rows, check_deltas
-from epscert.inverse.best import Certificate, Interval, best_certificate, lower_and_estimate
+from epscert.inverse.best import Certificate, Interval, best_certificate, lower_and_estimate, with_other_side
 from epscert.inverse.prefix import certificate_after
 from epscert.mechanism import mechanism_settings
 from epscert.params import (DEFAULT_ERROR_PROB, DEFAULT_SAMPLES, MAX_EPSILON, CertifyConfig, Method, check_float,
@@ -235,7 +235,9 @@ class Accountant:
 
     def _interval(self, upper: float, quantity: str) -> Interval:
         if self.auto and self.last_certificate is not None:
-            return Interval(self.last_certificate.lower, self.last_certificate.estimate, upper)
+            cert = with_other_side(self.config, self.last_certificate)  # the bracket's lower side
+            self.last_certificate, self.last_table = cert, to_table(list(cert.rows))
+            return Interval(cert.lower, cert.estimate, upper)
         lower, _, estimate = lower_and_estimate(self.last_table.to_pylist(), quantity, self.config.direction.value)
         return Interval(lower, estimate, upper)
 

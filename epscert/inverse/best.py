@@ -423,6 +423,32 @@ def best_certificate(config: CertifyConfig, *, delta: float | None = None, epsil
                        estimate)
 
 
+def with_other_side(config: CertifyConfig, cert: Certificate) -> Certificate:
+    """``cert`` with the other side of its winning candidate's bracket: ``bracket_lower`` for
+    ``bracket_upper``, ``pld_lower`` for ``pld_upper`` (:data:`OTHER_SIDE`), its rows added and its
+    ``lower`` raised to that certified lower bound when larger. For the two-sided answers of
+    :class:`epscert.Accountant`; ``best_certificate`` leaves it out (one chain fewer per question).
+    A matrix mechanism's lower bounds are already there (:data:`MATRIX_LOWER`); a mid-run certificate
+    (``steps_done`` short of the run) and a candidate without another side are returned as they are."""
+    total = config.steps * config.epochs
+    if (config.strategy is not None or cert.method is None or not cert.finite
+            or cert.steps_done not in (None, total)):
+        return cert
+    other = OTHER_SIDE.get(Method(cert.method))
+    cfg = None if other is None else _candidate_config(config, other)
+    if cfg is None:
+        return cert
+    if cert.quantity == "epsilon":
+        new = analytic_epsilon_rows(cfg, other, [cert.target])
+    else:
+        new = analytic_rows(dataclasses.replace(cfg, epsilons=(cert.target,)), other)
+    rows = cert.rows + tuple(new)
+    lower, lower_method, _ = lower_and_estimate(rows, cert.quantity, config.direction.value)
+    if lower <= cert.lower:
+        return dataclasses.replace(cert, rows=rows)
+    return dataclasses.replace(cert, rows=rows, lower=lower, lower_method=lower_method)
+
+
 def _name(config: CertifyConfig) -> str:
     """What a certificate is about: the sampler, or 'bandmf' with the strategy for a matrix mechanism."""
     if config.strategy is None:

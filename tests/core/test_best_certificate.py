@@ -148,3 +148,20 @@ def test_candidates_and_sweep_auto():
     assert auto_methods(config("shuffle")) == (Method.AUTO,)
     with pytest.raises(ValueError, match="sampler"):
         certified_methods("bogus")
+
+
+@pytest.mark.parametrize("sampler, upper, lower", [("balls_and_bins", "bracket_upper", "bracket_lower"),
+                                                   ("poisson", "pld_upper", "pld_lower")])
+def test_the_two_sided_answer_takes_the_other_side_of_the_bracket(sampler, upper, lower):
+    """epsilon_interval / delta_interval: the lower side is the winning bracket's own lower side (computed
+    by another method: its ε(δ) rows), not 0; the upper side is get_epsilon's."""
+    from epscert.inverse.epsilon_at_delta import analytic_epsilon_rows  # noqa: PLC0415
+
+    acc = epscert.Accountant(noise_multiplier=1.0, steps=50, epochs=2, sampler=sampler)
+    lo, estimate, up = acc.epsilon_interval(1e-5)
+    assert acc.last_certificate.method == upper and acc.last_certificate.lower_method == lower
+    cfg = CertifyConfig(sampler=sampler, sigma=1.0, steps=50, epochs=2, epsilons=(1.0,), methods=(lower,))
+    assert lo == analytic_epsilon_rows(cfg, Method(lower), [1e-5])[0]["epsilon_lower"]
+    assert up == acc.get_epsilon(1e-5) and 0 < lo <= up <= 1.01 * lo and estimate is None
+    d_lo, _, d_up = acc.delta_interval(2.0)
+    assert 0 < d_lo <= d_up == acc.get_delta(2.0)
