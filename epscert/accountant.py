@@ -35,8 +35,8 @@ from epscert.inverse.epsilon_at_delta import mc_epsilon_rows, analytic_epsilon_r
 from epscert.inverse.best import Certificate, Interval, best_certificate, lower_and_estimate, with_other_side
 from epscert.inverse.prefix import certificate_after
 from epscert.mechanism import mechanism_settings
-from epscert.params import (DEFAULT_ERROR_PROB, DEFAULT_SAMPLES, MAX_EPSILON, CertifyConfig, Method, check_float,
-                            check_int, steps_per_epoch)
+from epscert.params import (BRACKET_METHODS, DEFAULT_ERROR_PROB, DEFAULT_SAMPLES, MAX_EPSILON, CertifyConfig, Method,
+                            check_float, check_int, steps_per_epoch)
 from epscert.progress import Callback
 from epscert.schema import to_table
 from epscert.strategies import Strategy, toeplitz_strategy
@@ -159,14 +159,18 @@ class Accountant:
             return certificate_after(self.config, 0, **ask)
         if k == strategy.iterations:
             return dataclasses.replace(self._whole(self.config, progress=self.progress, **ask), steps_done=k)
-        if strategy.kind == "toeplitz" and self.config.steps <= k:
+        b = self.config.steps
+        # the truncated mechanism, where the method asked for applies to it (the bracket needs b | k)
+        if strategy.kind == "toeplitz" and b <= k and (self.auto or self.method not in BRACKET_METHODS or k % b == 0):
             cut = toeplitz_strategy(strategy.c_col, k)
-            config = dataclasses.replace(self.config, strategy=cut, epochs=-(-k // self.config.steps))
+            config = dataclasses.replace(self.config, strategy=cut, epochs=-(-k // b))
             return dataclasses.replace(self._whole(config, progress=self.progress, **ask), steps_done=k)
         cert = self._whole(self.config, progress=self.progress, **ask)
         note = (f"after {k} of {strategy.iterations} iterations: the whole run's certificate holds (the first k "
                 f"outputs are a post-processing of all of them)")
-        return dataclasses.replace(cert, steps_done=k, notes=cert.notes + (note,))
+        # the whole run's lower bound and estimate are not the first k iterations': dropped
+        return dataclasses.replace(cert, steps_done=k, notes=cert.notes + (note,), lower=0.0, lower_method=None,
+                                   estimate=None)
 
     def _answer(self, cert: Certificate) -> float:
         self.last_certificate = cert
@@ -214,8 +218,10 @@ class Accountant:
             pick = max(mine, key=lambda r: r["delta_upper"])
             quantity, target, value = "delta", epsilon, pick["delta_upper"]
         beta = pick["error_prob"] if method.is_monte_carlo else None
+        lower, lower_method, estimate = lower_and_estimate(rows, quantity, config.direction.value)
         return Certificate(quantity, target, config.sampler.value, value, method.value, pick["bound"],
-                           pick["guarantee"], beta, (), tuple(rows))
+                           pick["guarantee"], beta, (), tuple(rows), lower=lower, lower_method=lower_method,
+                           estimate=estimate)
 
     def epsilon_interval(self, delta: float) -> Interval:
         """(certified lower bound, estimate, certified upper bound) on ε(δ).
@@ -234,12 +240,12 @@ class Accountant:
         return self._interval(upper, "delta")
 
     def _interval(self, upper: float, quantity: str) -> Interval:
-        if self.auto and self.last_certificate is not None:
-            cert = with_other_side(self.config, self.last_certificate)  # the bracket's lower side
+        """The last certificate's two sides (its ``lower`` is 0 where nothing lower is certified, e.g. mid-run)."""
+        cert = self.last_certificate
+        if self.auto:
+            cert = with_other_side(self.config, cert)  # the bracket's lower side
             self.last_certificate, self.last_table = cert, to_table(list(cert.rows))
-            return Interval(cert.lower, cert.estimate, upper)
-        lower, _, estimate = lower_and_estimate(self.last_table.to_pylist(), quantity, self.config.direction.value)
-        return Interval(lower, estimate, upper)
+        return Interval(cert.lower, cert.estimate, upper)
 
     @staticmethod
     def calibrate(target_epsilon: float, target_delta: float, steps: int | None = None, epochs: int = 1,

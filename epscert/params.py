@@ -496,6 +496,17 @@ class CertifyConfig:
             if m.is_monte_carlo and m.value not in JAX_KERNELS.get(self.sampler.value, ()):
                 raise ValueError(f"backend='jax' has no kernel for method={m.value!r} with sampler="
                                  f"{self.sampler.value!r}; use backend='numpy' or 'auto'")
+        self._check_jax_value_grid()
+
+    def _check_jax_value_grid(self) -> None:
+        """The JAX value estimators (conditional; a matrix mechanism's importance and conditional) form
+        (|ε| × device block) values per block, not streamed in ε passes as the loss kernels are: their
+        grid is capped at EPSILONS_PER_PASS (numpy streams any grid within MAX_EPSILONS)."""
+        values = [m for m in self.resolved if m.is_conditional or (self.strategy is not None and m is Method.IMPORTANCE)]
+        if values and len(self.epsilons) > EPSILONS_PER_PASS:
+            raise ValueError(f"backend='jax' takes at most {EPSILONS_PER_PASS} values of epsilon for method="
+                             f"{values[0].value!r} (EPSILONS_PER_PASS: its values are formed per block for the "
+                             f"whole grid), got {len(self.epsilons)}; use backend='numpy', which streams the grid")
 
     def _check_orders(self) -> None:
         """Expand ``orders`` into ``ranks``; store ``orders`` as canonical 'start,stop,step' text."""
@@ -594,6 +605,7 @@ class CertifyConfig:
             for m in self.resolved:
                 if m.is_monte_carlo and m.value not in JAX_MATRIX_KERNELS:
                     raise ValueError(f"backend='jax' has no matrix-mechanism kernel for method={m.value!r}")
+            self._check_jax_value_grid()
         if len(self.epsilons) > MAX_EPSILONS:
             raise ValueError(f"epsilons has {len(self.epsilons)} values, limit {MAX_EPSILONS}")
         total = self.samples * b * len(self.direction.parts())

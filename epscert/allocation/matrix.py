@@ -33,7 +33,7 @@ Hence (``independent_lower_bound`` / ``comonotone_upper_bound``):
 
 The upper bound ignores the sampling entirely and is loose; it is the honest ceiling. The lower
 bound is tight when the modes barely overlap (C close to diagonal) and exact in law for C = c·I when
-b divides n, where the pair *is* Balls-and-Bins and ``pld_upper``/``pld_lower`` give both sides of
+b divides n, where the pair *is* Balls-and-Bins and ``bracket_upper``/``bracket_lower`` give both sides of
 its bracket. One bin (b = 1) is the Gaussian mechanism itself (``exact``).
 """
 

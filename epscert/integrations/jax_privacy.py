@@ -87,6 +87,8 @@ def bandmf_accountant(strategy: Any, noise_multiplier: float, c_col: Any, **kwar
                          f"never take part), got cycle_length={cycle}")
     matrix = toeplitz_strategy(read_c_col(c_col), iterations)
     return Accountant(noise_multiplier=noise_multiplier, strategy=matrix, cycle_length=cycle, **kwargs)
+
+
 def epsilon_after(strategy: Any, num_examples: int, noise_multiplier: float, delta: float,
                   steps: int | None = None, **kwargs: Any) -> float:
     """Certified ε(δ) after the first ``steps`` iterations of ``strategy`` (default: all of them).
@@ -101,8 +103,6 @@ def epsilon_after(strategy: Any, num_examples: int, noise_multiplier: float, del
     if n > iterations:
         raise ValueError(f"steps must be <= strategy.iterations={iterations}, got steps={n}")
     return accountant_for(strategy, num_examples, noise_multiplier, **kwargs).get_epsilon(delta, steps_done=n)
-
-
 
 
 def reduction(strategy: Any, num_examples: int) -> tuple[str, int, int]:

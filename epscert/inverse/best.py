@@ -18,7 +18,7 @@ Candidates (the one table, :data:`epscert.support.CANDIDATES`):
 - shuffle, shuffle_persistent: ``exact`` through domination only. Their Monte Carlo pair is tight
   only under a conjecture, so it certifies nothing.
 - a matrix mechanism (a configuration with a strategy, :data:`MATRIX_CANDIDATES`): the
-  Balls-and-Bins bracket's upper side ``pld_upper`` when C = c·I and b divides n (the pair is then
+  Balls-and-Bins bracket's upper side ``bracket_upper`` when C = c·I and b divides n (the pair is then
   Balls-and-Bins at σ/(c√k), within the bracket's range), the comonotone Gaussian upper bound
   ``comonotone_upper_bound`` (:mod:`epscert.allocation.matrix`), then Monte Carlo (``auto``: the
   configuration's method, ``conditional`` by default). No sample floor is applied: its value
@@ -311,6 +311,16 @@ def _mc_note(config: CertifyConfig, method: Method, delta: float, floor: float, 
 
 def _limit_note(config: CertifyConfig, method: Method, target: float, quantity: str) -> str | None:
     """Why an analytic candidate gave nothing (a range limit or a resolution), naming the limit."""
+    if config.strategy is not None:  # a matrix mechanism: its bracket applies to C = c·I with b | n only
+        if method is not Method.BRACKET_UPPER:
+            return None
+        strategy, b = config.strategy, config.steps
+        if not (strategy.is_identity() and strategy.iterations % b == 0):
+            return None  # not the reason to mention: the bracket is not this mechanism's pair
+        sigma_eff = config.sigma / (strategy.c_col[0] * math.sqrt(strategy.iterations // b))
+        reason = bracket_limit(Sampler.BALLS_AND_BINS, sigma_eff, b, 1)
+        return f"the PLD bracket (C = c·I: Balls-and-Bins at σ/(c√(n/b)) = {sigma_eff:.4g}) does not apply: {reason}" \
+            if reason else None
     if method is Method.BRACKET_UPPER:
         reason = bracket_limit(config.sampler, config.sigma, config.steps, config.epochs)
         if reason:

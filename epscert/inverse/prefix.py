@@ -100,7 +100,7 @@ def certificate_after(config: CertifyConfig, steps_done: int | None, *, delta: f
     Exactly one of ``delta`` and ``epsilon``. ``whole(config, delta=..., epsilon=..., **whole_kwargs)``
     gives whole-epoch certificates (default :func:`~epscert.inverse.best.best_certificate`; the
     :class:`epscert.Accountant` passes a cached one). ``prefix=False`` leaves the prefix bracket out
-    (a method other than ``auto``/``pld_upper`` was asked for). The returned certificate's
+    (a method other than ``auto``/``bracket_upper`` was asked for). The returned certificate's
     ``steps_done`` is n.
     """
     if (delta is None) == (epsilon is None):
@@ -121,6 +121,8 @@ def certificate_after(config: CertifyConfig, steps_done: int | None, *, delta: f
         return cover
     note = (f"after {n} steps ({full} epochs and {r} of {config.steps} steps): the certificate of {full + 1} "
             f"whole epochs holds for them (a prefix of a run is a post-processing of it)")
+    # its upper bound holds for the prefix; its lower bound and estimate are the longer run's: dropped
+    cover = dataclasses.replace(cover, lower=0.0, lower_method=None, estimate=None)
     bracket = prefix_bracket(config, n) if prefix else None
     if bracket is None:
         return dataclasses.replace(cover, notes=cover.notes + (note,))

@@ -90,3 +90,22 @@ def test_matrix_rows_do_not_depend_on_the_shard_layout(backend, method):
     one, two, five = (epscert.certify(shards=s, **kw).drop(["wall_seconds"]) for s in (1, 2, 5))
     assert one.equals(two) and one.equals(five)
     assert set(one.column("samples").to_pylist()) == {700}
+
+
+def test_auto_backend_is_decided_for_matrix_value_estimators():
+    """backends.resolved_here builds a matrix mechanism's value samplers (a local sweep with backend: auto
+    called the DP-SGD conditional sampler and failed)."""
+    from epscert.montecarlo.backends import resolved_here  # noqa: PLC0415
+    from epscert.params import CertifyConfig  # noqa: PLC0415
+
+    for method in ("conditional", "importance", "naive"):
+        config = CertifyConfig("balls_and_bins_persistent", 2.0, 4, (1.0,), methods=(method,), samples=100,
+                               strategy=toeplitz_strategy(C_COL, 10), backend="auto")
+        assert resolved_here(config) in ("numpy", "jax")
+
+
+def test_a_jax_value_grid_beyond_one_pass_is_refused():
+    grid = [i / 1000 for i in range(1001)]
+    with pytest.raises(ValueError, match="at most 1000 values of epsilon"):
+        epscert.certify(sampler="balls_and_bins_persistent", sigma=2.0, steps=4, epsilons=grid, method="conditional",
+                        samples=100, strategy=toeplitz_strategy(C_COL, 10), backend="jax")

@@ -84,3 +84,15 @@ def test_a_named_method_keeps_its_method_mid_epoch():
     exact = epscert.Accountant(noise_multiplier=SIGMA, steps=T, epochs=2, sampler="deterministic", method="exact")
     assert exact.get_epsilon(DELTA, steps_done=T + 5) == exact.get_epsilon(DELTA) and math.isfinite(
         exact.get_epsilon(DELTA))
+
+
+def test_a_longer_run_used_mid_epoch_keeps_no_lower_bound():
+    """Poisson mid-epoch takes the epoch in progress whole: its upper bound holds for the prefix, its
+    Monte Carlo estimate (and any lower bound) of the longer run do not, so they are dropped."""
+    acc = epscert.Accountant(noise_multiplier=1.0, steps=10, epochs=2, sampler="poisson", method="naive",
+                             samples=3000)
+    acc.get_epsilon(0.05, steps_done=20)
+    assert acc.last_certificate.estimate is not None  # whole epochs: the run's own estimate
+    acc.get_epsilon(0.05, steps_done=15)
+    cert = acc.last_certificate
+    assert cert.lower == 0.0 and cert.estimate is None and cert.lower_method is None

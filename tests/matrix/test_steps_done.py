@@ -41,3 +41,36 @@ def test_fewer_iterations_than_a_cycle_take_the_whole_run_and_say_so():
 def test_steps_done_beyond_the_strategy_is_refused(bad, needle):
     with pytest.raises(ValueError, match=needle):
         accountant(20).get_epsilon(DELTA, steps_done=bad)
+
+
+def test_a_whole_run_certificate_used_mid_run_keeps_no_lower_bound():
+    """Below one cycle the whole run's certificate answers; its lower bound and estimate belong to the
+    whole run, not to the first k iterations, so they are dropped (review finding)."""
+    acc = epscert.Accountant(noise_multiplier=3.0, strategy=toeplitz_strategy([1.0, 0.5, 0.25], 40), cycle_length=10,
+                             samples=2000)
+    lower, _, _ = acc.epsilon_interval(1e-3)
+    assert lower > 0  # the whole run has a certified lower bound
+    acc.get_epsilon(1e-3, steps_done=3)
+    cert = acc.last_certificate
+    assert cert.steps_done == 3 and cert.lower == 0.0 and cert.estimate is None and cert.lower_method is None
+
+
+def test_the_bracket_asked_by_name_mid_cycle_takes_the_whole_run():
+    """C = c·I with bracket_upper: a truncated run whose iterations b does not divide has no bracket, so
+    the whole run's certificate (valid by post-processing) answers instead of an error."""
+    acc = epscert.Accountant(noise_multiplier=6.0, strategy=toeplitz_strategy([1.0], 200), cycle_length=20,
+                             method="bracket_upper")
+    whole = acc.get_epsilon(1e-5)
+    assert acc.get_epsilon(1e-5, steps_done=150) == whole
+    assert any("post-processing" in n for n in acc.last_certificate.notes)
+    assert acc.get_epsilon(1e-5, steps_done=160) < whole  # b | 160: the truncated mechanism's own bracket
+
+
+def test_the_matrix_answer_names_no_bracket_limit_when_c_is_not_diagonal():
+    from epscert.inverse.best import best_certificate  # noqa: PLC0415
+    from epscert.params import CertifyConfig  # noqa: PLC0415
+
+    config = CertifyConfig("balls_and_bins_persistent", 3.0, 10, (1.0,), samples=2000,
+                           strategy=toeplitz_strategy([1.0, 0.5, 0.375, 0.3125], 200))
+    cert = best_certificate(config, delta=1e-6)
+    assert cert.finite and not any("PLD bracket" in n for n in cert.notes), cert.notes

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import importlib.util
 
-from epscert.montecarlo.conditional import ConditionalSampler, conditional_sampler
+from epscert.montecarlo.conditional import ConditionalSampler
 from epscert.montecarlo.samplers import loss_sampler
 from epscert.params import BACKENDS, Method
 
@@ -81,9 +81,11 @@ def resolved_here(config) -> str:
     mc = [m for m in config.resolved if m.is_monte_carlo]
     if config.backend != "auto" or not mc:
         return config.backend
+    from epscert.montecarlo.shard import uses_values, value_sampler  # noqa: PLC0415 (shard imports this module)
+
     picks = set()
-    for m in mc:
-        sampler = conditional_sampler(config, m) if m.is_conditional else loss_sampler(config, m)
+    for m in mc:  # value estimators (conditional, a matrix mechanism's importance) have their own samplers
+        sampler = value_sampler(config, m) if uses_values(config, m) else loss_sampler(config, m)
         picks.add(resolve("auto", sampler, m))
     return "jax" if picks == {"jax"} else "numpy"
 
