@@ -127,7 +127,7 @@ def accountant_class() -> type:
             self.accountant_kwargs = dict(accountant_kwargs)
             self.hook_rate: float | None = None  # base sample rate of this accountant's attached step hook
             self.last_certificate = None
-            self._answers: dict[tuple[int, float], tuple[float, Any]] = {}
+            self._answers: dict[tuple, tuple[float, Any]] = {}
             self._accountants: dict[tuple, Accountant] = {}
             if batch_sampler is not None:
                 self.bind(batch_sampler)
@@ -285,7 +285,8 @@ def accountant_class() -> type:
                         "epscert.integrations.opacus.make_private, or call accountant.attach(optimizer); "
                         "got len(accountant)=0")
                 return 0.0
-            key = (steps, float(delta))
+            sigma, rate, _ = self._check_history()
+            key = (sigma, rate, steps, float(delta))  # Opacus's calibration sets .history to each σ it tries
             if key not in self._answers:
                 accountant = self.epscert_accountant()
                 self._answers[key] = (accountant.get_epsilon(delta, steps_done=steps), accountant.last_certificate)

@@ -320,3 +320,16 @@ def test_opacus_make_private_with_epsilon_by_name_calibrates_on_epscert():
     eps = engine.get_epsilon(1e-5)
     assert eps == epscert.Accountant(noise_multiplier=sigma, steps=8, epochs=2).get_epsilon(1e-5)
     assert 3.9 <= eps <= 4.0
+
+
+def test_a_history_set_directly_is_answered_for_its_own_sigma():
+    """Opacus's get_noise_multiplier sets .history to each σ it tries and asks get_epsilon: the answer must
+    follow σ (a cache keyed by steps and δ alone returned the first σ's ε forever, and the bisection never
+    ended)."""
+    acc = eo.accountant_class()()
+    values = []
+    for sigma in (0.8, 1.6, 0.8):
+        acc.history = [(sigma, 1 / 10, 20)]
+        values.append(acc.get_epsilon(1e-5))
+    assert values[0] == values[2] == epscert.Accountant(noise_multiplier=0.8, steps=10, epochs=2).get_epsilon(1e-5)
+    assert values[1] < values[0]
