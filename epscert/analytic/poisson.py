@@ -361,6 +361,9 @@ def delta_pair(sigma: float, steps: int, epochs: int, discretization: float, dir
     max(parts, key=lambda b: b.chernoff_upper(eps)).check(eps)
     if rdp < best_up.delta:
         best_up = Value(rdp, RDP_BOUND, float(UNDERFLOW_FLOOR))
+    if best_up.delta < UNDERFLOW_FLOOR:  # an upper bound is never 0: a true δ below it underflowed
+        best_up = dataclasses.replace(best_up, delta=float(UNDERFLOW_FLOOR),
+                                      resolution=max(best_up.resolution, float(UNDERFLOW_FLOOR)))
     return best_up, best_lo
 
 

@@ -164,6 +164,12 @@ def bracket_direction(schedule: Schedule, grid: Grid, direction: Direction, epsi
             check_side(up_f, grid, comp_up, up_mgf, e, True)
             check_side(down_f, grid, comp_down, down_mgf, e, False)
             checked = True
+    # monotone envelopes (δ(ε) is non-increasing): over ascending ε, uppers a running minimum from the
+    # left and lowers a running maximum from the right; each stays a bound (a round-off tie had an
+    # upper 1 ulp above the one at a smaller ε)
+    order = np.argsort(eps, kind="stable")
+    upper[order] = np.minimum.accumulate(upper[order])
+    lower[order] = np.maximum.accumulate(lower[order][::-1])[::-1]
     return Bracket(direction, eps, np.maximum(lower, 0.0), np.minimum(upper, 1.0), lams, abs_up, abs_down)
 
 

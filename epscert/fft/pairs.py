@@ -176,7 +176,13 @@ def ctd_upper(cells: Cells) -> GridMasses:
     s, err_s, d, err_d = surplus_deficit(cells)
     s_hi = np.maximum(s, 0.0) + err_s
     d_hi = np.maximum(d, 0.0) + err_d
-    down = d_hi / math.expm1(cells.delta) * (1.0 + 4.0 * u)
+    # 1/(e^Δ − 1) as e^{-Δ}/(1 − e^{-Δ}) past e^Δ's range (a grid step > 709 nats: no overflow); the extra
+    # exp and product are covered by the wider factor (1 + 8u); an underflow to 0 there is below the
+    # composition's resolution floor (epscert.analytic.resolution)
+    if cells.delta < 700.0:
+        down = d_hi / math.expm1(cells.delta) * (1.0 + 4.0 * u)
+    else:
+        down = d_hi * (math.exp(-cells.delta) / -math.expm1(-cells.delta)) * (1.0 + 8.0 * u)
     up = s_hi / -math.expm1(-cells.delta) * (1.0 + 4.0 * u)
     masses = np.zeros(cells.size + 1)
     masses[:-1] += down

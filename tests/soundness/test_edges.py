@@ -157,7 +157,8 @@ def test_compare_repro_of_issue_17():
     rows = compare_rows(cfg, deltas=[1e-16, 1e-20], fft=False)
     det_hi = dict(zip([32.0, 48.0, 64.0], deterministic_bracket(1.0, 20, [32.0, 48.0, 64.0])[1]))
     for r in rows:
-        if r["quantity"] == "delta_at_epsilon" and r["delta_lower"] is not None:
+        # Poisson is not dominated by deterministic batches (a record joins several batches: epscert.results.rows)
+        if r["quantity"] == "delta_at_epsilon" and r["delta_lower"] is not None and r["sampler"] != "poisson":
             assert r["delta_lower"] <= det_hi[r["epsilon"]], r
         if r["quantity"] == "epsilon_at_delta" and r["target_delta"] == 1e-20 and r["epsilon_lower"] is not None:
             assert r["epsilon_lower"] <= 50.89, r
