@@ -22,7 +22,7 @@ PACKAGES = ("epscert", "transforms", "pipelines")
 #: The rank of each room of epscert/; a module may import its own room or a lower rank.
 RANKS = {
     "epscert._version": 0, "epscert.params": 0, "epscert.schema": 0, "epscert.rng": 0, "epscert.progress": 0,
-    "epscert.strategies": 0, "epscert.mechanism": 0, "epscert.support": 0,
+    "epscert.strategies": 0, "epscert.mechanism": 0, "epscert.support": 0, "epscert.checks": 0,
     "epscert.bounds": 1, "epscert.fft": 1, "epscert.hidden_state": 1,
     "epscert.analytic": 2, "epscert.montecarlo": 2, "epscert.batching": 2,
     "epscert.allocation": 3,
