@@ -55,17 +55,24 @@ The rounding of one kernel step, with u the unit roundoff and γ_n = n·u/(1 −
 nonnegative terms in any order is within γ_{n−1} relative of the exact sum):
 
 * pair values: ``PAIR_REL_ERROR`` (≤ 3 roundings of nonnegative terms, the weights' included);
-* cell sums: ``np.bincount`` adds the ``count`` terms of a cell sequentially within a block of rows
-  and the ``chunks`` block sums are added in order: γ_{count+chunks} relative;
+* cell sums: ``np.bincount`` adds the terms of a cell sequentially within a block of rows, at
+  most ``count`` of them (``count`` is the block's number of pairs, a bound on every cell's
+  share of it), and the ``chunks`` block sums are added in order: γ_{count+chunks} relative;
 * lower chain (contraction): mass M̂ = Σ m̂ (γ_{count+chunks+1} with the pair-mass product);
   the offset Ô = Σ m̂·(ẑ − a) has nonnegative terms (ẑ >= a exactly by the placement; the
   difference and the product each round once), so the mean μ̂ = a + Ô/M̂ has
   |μ̂ − μ| <= u·μ + γ_{2(count+chunks)+3}·(μ − a) and μ − a <= min(1, w/a)·μ: a relative value
   error that is small where the cell is narrow; Γ takes the largest over the cells;
-* upper chain (spread): the node masses are computed as the per-atom spread sums
-  Σ m̂ (b − ẑ)/(b − a) and Σ m̂ (ẑ − a)/(b − a), both of nonnegative terms (no cancellation),
-  so each is within γ_{count+chunks+5} relative of the exact spread of the computed pairs: a
-  mass error only, and no value error beyond the pair values' own.
+* upper chain (spread): the node masses of a cell are M_b = O/w and M_a = M − O/w, w = b − a,
+  the exact spread of the computed pairs (Σ m̂ (b − ẑ)/w = M − O/w). M and O are sums of
+  nonnegative terms and M_b one division more: within γ_{count+chunks+5} relative. M_a is a
+  difference of two such values with O/w <= M, so its computed value is within
+  2γ_{count+chunks+6}·M of the exact one (γ_k·M from M̂, γ_{k+4}·O/w <= γ_{k+4}·M from the
+  quotient, u·M from the subtraction, k = count + chunks); the kernel adds that bound (times
+  1 + 2γ_k for M against M̂, rounded up) to the computed M_a, so it is never below the exact
+  mass at a. Adding mass to the upper chain is safe (above), the mass at b is covered by the
+  relative allowance: a mass error only, and no value error beyond the pair values' own. (The
+  added mass is about 10^-11 of the cell's mass per step, at 2^16 pairs per block.)
 
 Overflow (the top cap): every edge lies below about ``TOP_LIMIT`` = 2^1000 (products of two
 atoms can exceed the float range, e.g. at σ = 0.3 over many epochs). A pair whose computed value
@@ -126,6 +133,9 @@ SUBNORMAL_ABS = 2.0**-1074
 MIN_NORMAL = 2.0**-1022
 #: Pairs per block of rows of the pair matrix (each block is summed separately, cache-sized).
 _BLOCK_PAIRS = 1 << 16
+#: Pairs formed by :func:`combine` in this process so far (a work counter: the prefix cache's
+#: prefetch budget reads it, :mod:`epscert.allocation.prefix`; no bound depends on it).
+PAIRS_FORMED = [0]
 
 
 @dataclass(frozen=True)
@@ -363,12 +373,15 @@ def combine(x: CellLaw, y: CellLaw, op: str, chain: str, *, cells: int, tau: flo
     right = edges[1:]
     mass = np.zeros(n_cells)
     offset = np.zeros(n_cells)  # Σ m (z − a): the mean (lower) or the mass at b (upper)
-    offset_b = np.zeros(n_cells)  # Σ m (b − z): the mass at a (upper only)
-    counts = np.zeros(n_cells, dtype=np.int64)
+    count = 0  # the most pairs in one block: a bound on the terms of any cell's block sum
+    right_open = right.copy()
+    right_open[-1] = math.inf  # the last cell is closed: z == top edge is no miss
+    last_guess = float(min(n_main + 1, n_cells - 1))
     top_edge = edges[-1]
     excess = 0.0  # Σ m z over the cap and of the tiny masses (upper chain), computed atoms
     n_excess = 0
     n_rows, n_cols = len(x), len(y)
+    PAIRS_FORMED[0] += n_rows * n_cols // (2 if symmetric else 1)
     rows_per_block = max(1, _BLOCK_PAIRS // max(1, n_cols))
     chunks = 0
     for r0 in range(0, n_rows, rows_per_block):
@@ -398,26 +411,21 @@ def combine(x: CellLaw, y: CellLaw, op: str, chain: str, *, cells: int, tau: flo
         if grid is not None:
             np.maximum(t, lo - 1.0, out=t)  # log 0 = -inf: the bottom cell (no inf/inf below)
             t = grid.position(t)
-        np.clip(t, 0.0, n_main + 1.0, out=t)
+        np.clip(t, 0.0, last_guess, out=t)
         idx = t.astype(np.intp)
-        np.minimum(idx, n_cells - 1, out=idx)
         d = z - edges[idx]
-        miss = np.flatnonzero((d < 0.0) | (z >= right[idx]))
+        miss = np.flatnonzero((d < 0.0) | (z >= right_open[idx]))
         if miss.size:  # exact placement: e_k <= z < e_{k+1} (the last cell closed)
             k = np.searchsorted(edges, z[miss], side="right") - 1
             idx[miss] = np.clip(k, 0, n_cells - 1)
             d[miss] = z[miss] - edges[idx[miss]]
-        if not lower:
-            db = right[idx] - z
-            db *= m
-            offset_b += np.bincount(idx, weights=db, minlength=n_cells)
         d *= m
         mass += np.bincount(idx, weights=m, minlength=n_cells)
         offset += np.bincount(idx, weights=d, minlength=n_cells)
-        np.maximum(counts, np.bincount(idx, minlength=n_cells), out=counts)
+        count = max(count, z.size)
         chunks += 1
     occupied = mass > 0.0
-    terms = counts + chunks
+    terms = count + chunks
     if lower:
         safe_mass = np.where(occupied, mass, 1.0)
         values = np.minimum(edges[:-1] + np.minimum(offset / safe_mass, width), right)
@@ -430,9 +438,13 @@ def combine(x: CellLaw, y: CellLaw, op: str, chain: str, *, cells: int, tau: flo
         mass_rel = float(np.max(np.where(occupied, gamma_n(terms + 1), 0.0)))
     else:
         safe_w = np.where(width > 0, width, 1.0)
+        at_b = np.where(width > 0, offset / safe_w, 0.0)
+        # the mass at a, M − O/w, is a difference: raised by its error bound (module docstring)
+        slack = 2.0 * gamma_n(terms + 6) * (1.0 + 2.0 * gamma_n(terms)) * (1.0 + 4.0 * UNIT_ROUNDOFF)
+        at_a = np.where(width > 0, np.maximum(mass - at_b, 0.0) + slack * mass, mass)
         node_mass = np.zeros(n_cells + 1)
-        node_mass[:-1] += np.where(width > 0, offset_b / safe_w, mass)
-        node_mass[1:] += np.where(width > 0, offset / safe_w, 0.0)
+        node_mass[:-1] += at_a
+        node_mass[1:] += at_b
         if occupied[0]:  # subnormal products in the bottom cell (module docstring)
             node_mass[:2] += mass[0] * (SUBNORMAL_ABS / edges[1]) * (1.0 + 4.0 * UNIT_ROUNDOFF)
         nz = node_mass > 0.0
@@ -440,7 +452,7 @@ def combine(x: CellLaw, y: CellLaw, op: str, chain: str, *, cells: int, tau: flo
         value_rel = PAIR_REL_ERROR
         mass_rel = float(np.max(np.where(occupied, gamma_n(terms + 5), 0.0)))
     stats = KernelStats(
-        max_count=int(counts.max()) if counts.size else 0,
+        max_count=count,
         mass_rel_error=mass_rel,
         value_rel_error=value_rel,
         # the chunks' bounds added in order, and this product: γ_{chunks+1}

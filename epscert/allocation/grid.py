@@ -124,27 +124,30 @@ class MainGrid:
         return 0.5 * (a + b)
 
     def position(self, lz):
-        """1 + (continuous) index of the main cell of log z (a guess; the caller checks it)."""
-        u = lz
-        u -= self.c
-        u *= 1.0 / self.s
+        """1 + (continuous) index of the main cell of log z (a guess; the caller checks it).
+
+        The map of the module docstring with the constants folded (u = v/s, v = log z − c):
+        u/(1 + α|u|) = v/(s + α|v|) and u/(w + |u|) = v/(w·s + |v|); ``lz`` is overwritten.
+        """
+        v = lz
+        v -= self.c
+        a = np.abs(v)
         bump = None
         if self.beta:
-            bump = np.abs(u)
-            bump += self.w
-            np.divide(u, bump, out=bump)
-            bump *= self.beta
+            bump = a + self.w * self.s
+            np.divide(v, bump, out=bump)
+            bump *= self.beta * self.scale
         if self.alpha:
-            w = np.abs(u)
-            w *= self.alpha
-            w += 1.0
-            u /= w
+            a *= self.alpha
+            a += self.s
+            v /= a
+            v *= self.scale
+        else:
+            v *= self.scale / self.s
         if bump is not None:
-            u += bump
-        u -= self.g0
-        u *= self.scale
-        u += 1.0
-        return u
+            v += bump
+        v += 1.0 - self.g0 * self.scale
+        return v
 
 
 def _squash(u: float, alpha: float) -> float:

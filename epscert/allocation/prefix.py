@@ -48,7 +48,9 @@ per digit position); then, in a canonical top-down order,
 with its lowest digit cleared, so the prefixes a training loop asks for one after another share
 their high-digit ancestors: a query composes only the digit blocks of the low digits not seen
 before, at most one less than the number of nonzero digits of r (<= 4 for T <= 10^6). The squared
-epoch blocks likewise serve every E.
+epoch blocks likewise serve every E. A digit block costs one combine per set bit of d beyond the
+first; a query that needs few combines spends the rest of a small budget building the digit blocks
+of the prefixes a training loop will ask next (:meth:`ChainCache.prefetch`): the same laws, earlier.
 """
 
 from __future__ import annotations
@@ -58,7 +60,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from epscert.allocation.cells import CellLaw
+from epscert.allocation.cells import PAIRS_FORMED, CellLaw
 from epscert.allocation.compose import product_combine, product_of_epochs, squaring_blocks
 from epscert.allocation.epoch import ChainLaw, doubling_blocks, mean_combine, mean_of_steps
 from epscert.allocation.grid import GridShape
@@ -74,6 +76,11 @@ PREFIX_CENTRE_SHARE = 0.3
 DIGIT_BITS = 4
 #: The exact law of the constant 1 (no mass or value allowance).
 ONE = ChainLaw(CellLaw(np.array([1.0]), np.array([1.0])), 0.0, 0.0)
+#: Work a mid-epoch query may spend, its own included, building digit blocks ahead, in units of one
+#: combine of two laws of ``cells`` + 17 atoms (cost only: the blocks are the same laws whenever built).
+PREFETCH_COMBINES = 3
+#: Queries ahead of the last two whose digit blocks are built first (a training loop's logging step).
+PREFETCH_AHEAD = 8
 
 
 class ChainCache:
@@ -90,6 +97,7 @@ class ChainCache:
         self._digits: dict[tuple[int, int], ChainLaw] = {}
         self._means: OrderedDict[int, ChainLaw] = OrderedDict()
         self._factors: OrderedDict[int, ChainLaw] = OrderedDict()
+        self._asked: list[int] = []  # the last two prefixes asked for (the prefetch's guess of the next)
 
     def epoch(self) -> ChainLaw:
         """The law of one whole epoch's factor S (the same law as :func:`mean_of_steps`)."""
@@ -155,14 +163,63 @@ class ChainCache:
         return law
 
     def law(self, full_epochs: int, prefix_steps: int) -> ChainLaw:
-        """The law of Π_{e<=E} S_e · S'_r after E whole epochs and r more steps (E + r >= 1)."""
+        """The law of Π_{e<=E} S_e · S'_r after E whole epochs and r more steps (E + r >= 1).
+
+        A mid-epoch query that did less than ``PREFETCH_COMBINES`` combines of work builds digit
+        blocks ahead with the rest (:meth:`prefetch`), so that a training loop's later queries
+        find them: the answer is the same either way.
+        """
         if prefix_steps == 0:
             return self.epochs(full_epochs)
+        start = PAIRS_FORMED[0]
         factor = self.prefix_factor(prefix_steps)
-        if full_epochs == 0:
-            return factor
-        cells, tau, shape = self._settings
-        return product_combine(self.epochs(full_epochs), factor, self.chain, cells, tau, shape)
+        if full_epochs:
+            cells, tau, shape = self._settings
+            factor = product_combine(self.epochs(full_epochs), factor, self.chain, cells, tau, shape)
+        self._asked = (self._asked + [prefix_steps])[-2:]
+        cells = self._settings[0]
+        self.prefetch(PREFETCH_COMBINES * (cells + 17) ** 2 - (PAIRS_FORMED[0] - start))
+        return factor
+
+    def prefetch(self, pairs: int) -> None:
+        """Build missing digit blocks, one combine at a time, while the work stays within ``pairs``.
+
+        First those of the next ``PREFETCH_AHEAD`` prefixes at the last two asked's step (r2 + k·(r2 − r1)),
+        then every digit block of a prefix shorter than T, in order. Cost only: each block is the
+        law :meth:`digit_block` defines, whenever it is built.
+        """
+        start = PAIRS_FORMED[0]
+        one = (self._settings[0] + 17) ** 2  # about one combine's pairs
+        for digit, position in self._wanted():
+            while (digit, position) not in self._digits:
+                if PAIRS_FORMED[0] - start + one > pairs:
+                    return
+                self._build_one(digit, position)
+
+    def _wanted(self):
+        """The (digit, position) blocks the prefetch builds, most wanted first (duplicates allowed)."""
+        if len(self._asked) == 2 and 0 < self._asked[0] < self._asked[1]:
+            step = self._asked[1] - self._asked[0]
+            for k in range(1, PREFETCH_AHEAD + 1):
+                c = self._asked[1] + k * step
+                if c >= self.steps:
+                    break
+                while c:
+                    digit, position, low = _lowest_digit(c)
+                    if digit & (digit - 1):
+                        yield digit, position
+                    c -= low
+        for position in range((self.steps.bit_length() - 1) // DIGIT_BITS + 1):
+            for digit in range(3, 1 << DIGIT_BITS):
+                if digit & (digit - 1) and digit << (DIGIT_BITS * position) < self.steps:
+                    yield digit, position
+
+    def _build_one(self, digit: int, position: int) -> None:
+        """Build the lowest missing block on the way to D(digit, position) (one combine)."""
+        rest = digit - (digit & -digit)
+        while rest & (rest - 1) and (rest, position) not in self._digits:
+            digit, rest = rest, rest - (rest & -rest)
+        self.digit_block(digit, position)
 
 
 def _lowest_digit(count: int) -> tuple[int, int, int]:
@@ -182,8 +239,9 @@ def _remember(cache: OrderedDict, key: int, law: ChainLaw) -> None:
 class RunLaws:
     """Both chains of a run of ``epochs`` epochs of T steps at noise σ, built lazily and shared.
 
-    The cap c is the run's (:func:`epscert.allocation.tails.log_cap` for T and E), so every prefix
-    of the run is bounded with the same base laws.
+    The cap c is :func:`epscert.allocation.tails.log_cap` for T and ``epochs``, so every prefix of
+    the run is bounded with the same base laws. :class:`~epscert.allocation.AllocationBracket` asks
+    for ``LAW_EPOCHS`` (the longest run) whatever its E, so all its runs of one (σ, T) share them.
     """
 
     def __init__(self, sigma: float, steps: int, epochs: int, cells: int, base_cells: int, tau: float,

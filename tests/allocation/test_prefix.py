@@ -147,6 +147,48 @@ def test_whole_run_and_its_prefixes_share_the_laws_and_match_the_plain_bracket()
     assert np.array_equal(a, AllocationBracket(sigma, steps, epochs, steps_done=29).upper(eps))
 
 
+def test_runs_of_every_length_share_one_set_of_laws():
+    """The cap is chosen for the longest run, so E epochs after E − 1 cost one product (squaring
+    or multiplying epoch laws), not a new set of laws: counted in pairs formed by the kernel. The
+    cap terms stay those of the run asked for."""
+    from epscert.allocation import cells as kernel
+
+    sigma, steps = 1.3, 40
+    AllocationBracket(sigma, steps, 1).upper([1.0])
+    one = (AllocationBracket(sigma, steps, 1).settings["cells"] + 17) ** 2
+    for epochs in (2, 3):
+        before = kernel.PAIRS_FORMED[0]
+        bracket = AllocationBracket(sigma, steps, epochs)
+        bracket.upper([1.0])
+        assert kernel.PAIRS_FORMED[0] - before <= 2 * one, epochs
+        assert bracket.caps == cap_terms(sigma, steps, epochs, bracket.settings["log_cap"])
+    assert AllocationBracket(sigma, steps, 1).settings["log_cap"] == AllocationBracket(sigma, steps, 7).settings["log_cap"]
+
+
+def test_prefetched_digit_blocks_are_the_lazily_built_laws_and_stay_within_the_budget():
+    """A training loop's queries build digit blocks ahead (cost only): the laws are the same as
+    a fresh cache builds on demand, the blocks of the predicted next prefix are there before it is
+    asked, and no query's prefetch spends more than its budget (plus the one combine in flight)."""
+    from epscert.allocation import cells as kernel
+    from epscert.allocation.prefix import RunLaws
+
+    cells = 64
+    shape = AllocationBracket(1.0, 4096).settings["shape"]
+    settings = dict(cells=cells, base_cells=200, tau=1e-12, cap_budget=1e-10, shape=shape)
+    loop = RunLaws(1.0, 4096, 2, **settings).chain("upper")
+    fresh = RunLaws(1.0, 4096, 2, **settings).chain("upper")
+    one = (cells + 17) ** 2
+    for r in (300, 600):  # 0x12C, 0x258
+        loop.law(0, r)
+    before = kernel.PAIRS_FORMED[0]
+    loop.prefetch(6 * one)
+    assert 5 * one <= kernel.PAIRS_FORMED[0] - before <= 7 * one  # the budget, give or take the one in flight
+    assert {(3, 2), (11, 1), (12, 0), (13, 1)} <= set(loop._digits)  # 900 = 0x384, 1200 = 0x4B0, 1500 = 0x5DC
+    for r in (900, 1200, 2500, 4000):
+        a, b = loop.law(1, r).law, fresh.law(1, r).law
+        assert np.array_equal(a.values, b.values) and np.array_equal(a.masses, b.masses)
+
+
 def test_cap_terms_of_a_prefix_never_exceed_a_whole_epoch():
     sigma, steps = 0.9, 40
     log_c = log_cap(sigma, steps, 2, 1e-14)
