@@ -55,9 +55,10 @@ The rounding of one kernel step, with u the unit roundoff and γ_n = n·u/(1 −
 nonnegative terms in any order is within γ_{n−1} relative of the exact sum):
 
 * pair values: ``PAIR_REL_ERROR`` (≤ 3 roundings of nonnegative terms, the weights' included);
-* cell sums: ``np.bincount`` adds the terms of a cell sequentially within a block of rows, at
-  most ``count`` of them (``count`` is the block's number of pairs, a bound on every cell's
-  share of it), and the ``chunks`` block sums are added in order: γ_{count+chunks} relative;
+* cell sums: ``np.bincount`` adds the ``count`` terms of a cell sequentially within a block of rows
+  (``count``: the cell's most in one block; counted, since the mass allowance compounds over the
+  levels, roughly T·E times the last step's) and the ``chunks`` block sums are added in order:
+  γ_{count+chunks} relative;
 * lower chain (contraction): mass M̂ = Σ m̂ (γ_{count+chunks+1} with the pair-mass product);
   the offset Ô = Σ m̂·(ẑ − a) has nonnegative terms (ẑ >= a exactly by the placement; the
   difference and the product each round once), so the mean μ̂ = a + Ô/M̂ has
@@ -373,7 +374,7 @@ def combine(x: CellLaw, y: CellLaw, op: str, chain: str, *, cells: int, tau: flo
     right = edges[1:]
     mass = np.zeros(n_cells)
     offset = np.zeros(n_cells)  # Σ m (z − a): the mean (lower) or the mass at b (upper)
-    count = 0  # the most pairs in one block: a bound on the terms of any cell's block sum
+    counts = np.zeros(n_cells, dtype=np.int64)  # per cell, the most terms of one block's sum
     right_open = right.copy()
     right_open[-1] = math.inf  # the last cell is closed: z == top edge is no miss
     last_guess = float(min(n_main + 1, n_cells - 1))
@@ -422,10 +423,10 @@ def combine(x: CellLaw, y: CellLaw, op: str, chain: str, *, cells: int, tau: flo
         d *= m
         mass += np.bincount(idx, weights=m, minlength=n_cells)
         offset += np.bincount(idx, weights=d, minlength=n_cells)
-        count = max(count, z.size)
+        np.maximum(counts, np.bincount(idx, minlength=n_cells), out=counts)
         chunks += 1
     occupied = mass > 0.0
-    terms = count + chunks
+    terms = counts + chunks
     if lower:
         safe_mass = np.where(occupied, mass, 1.0)
         values = np.minimum(edges[:-1] + np.minimum(offset / safe_mass, width), right)
@@ -452,7 +453,7 @@ def combine(x: CellLaw, y: CellLaw, op: str, chain: str, *, cells: int, tau: flo
         value_rel = PAIR_REL_ERROR
         mass_rel = float(np.max(np.where(occupied, gamma_n(terms + 5), 0.0)))
     stats = KernelStats(
-        max_count=count,
+        max_count=int(counts.max()) if counts.size else 0,
         mass_rel_error=mass_rel,
         value_rel_error=value_rel,
         # the chunks' bounds added in order, and this product: γ_{chunks+1}
