@@ -68,12 +68,14 @@ nonnegative terms in any order is within γ_{n−1} relative of the exact sum):
   the exact spread of the computed pairs (Σ m̂ (b − ẑ)/w = M − O/w). M and O are sums of
   nonnegative terms and M_b one division more: within γ_{count+chunks+5} relative. M_a is a
   difference of two such values with O/w <= M, so its computed value is within
-  2γ_{count+chunks+6}·M of the exact one (γ_k·M from M̂, γ_{k+4}·O/w <= γ_{k+4}·M from the
-  quotient, u·M from the subtraction, k = count + chunks); the kernel adds that bound (times
-  1 + 2γ_k for M against M̂, rounded up) to the computed M_a, so it is never below the exact
-  mass at a. Adding mass to the upper chain is safe (above), the mass at b is covered by the
-  relative allowance: a mass error only, and no value error beyond the pair values' own. (The
-  added mass is about 10^-11 of the cell's mass per step, at 2^16 pairs per block.)
+  2γ_{count+chunks+6}·M of the exact one (γ_{k+1}·M from M̂ with the pair-mass products,
+  γ_{k+5}·O/w <= γ_{k+5}·M from the quotient with the differences, products and ŵ = fl(b − a),
+  u·M from the subtraction, k = count + chunks); the kernel adds that bound (times 1 + 2γ_{k+1}
+  for M against M̂, rounded up) to the computed M_a, so it is below the exact mass at a by at most
+  the final addition's rounding, u relative, which the relative allowance covers (adding mass
+  to the upper chain is safe, above). The mass at b is covered by the relative allowance too: a
+  mass error only, and no value error beyond the pair values' own. (The added mass is about
+  2γ_{count+chunks+6} of the cell's mass per step.)
 
 Overflow (the top cap): every edge lies below about ``TOP_LIMIT`` = 2^1000 (products of two
 atoms can exceed the float range, e.g. at σ = 0.3 over many epochs). A pair whose computed value
@@ -441,7 +443,7 @@ def combine(x: CellLaw, y: CellLaw, op: str, chain: str, *, cells: int, tau: flo
         safe_w = np.where(width > 0, width, 1.0)
         at_b = np.where(width > 0, offset / safe_w, 0.0)
         # the mass at a, M − O/w, is a difference: raised by its error bound (module docstring)
-        slack = 2.0 * gamma_n(terms + 6) * (1.0 + 2.0 * gamma_n(terms)) * (1.0 + 4.0 * UNIT_ROUNDOFF)
+        slack = 2.0 * gamma_n(terms + 6) * (1.0 + 2.0 * gamma_n(terms + 1)) * (1.0 + 4.0 * UNIT_ROUNDOFF)
         at_a = np.where(width > 0, np.maximum(mass - at_b, 0.0) + slack * mass, mass)
         node_mass = np.zeros(n_cells + 1)
         node_mass[:-1] += at_a

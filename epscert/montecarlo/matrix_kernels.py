@@ -10,14 +10,21 @@ privacy loss is L = log((1/b) Σ_k e^{x_k}).
 
 from __future__ import annotations
 
+import math
 
-def apply_factor(xp, z, factor):
-    """g = L z for every row of z (N x b). ``factor`` is ('dense', L) or ('band', band, inverse):
-    band[k, i] = L[i + k, i] in the interleaved order, ``inverse`` maps it back
-    (:class:`epscert.strategies.gram.Factor`). The band product is written with concatenations
-    (no in-place slices), which both namespaces support."""
+import numpy as np
+
+
+def apply_factor(xp, z, factor, out=None):
+    """g = L z for every row of z (N x b). ``factor`` is ('dense', L), ('diag', d) with L = diag(d)
+    (G diagonal: the modes do not overlap), or ('band', band, inverse): band[k, i] = L[i + k, i] in
+    the interleaved order, ``inverse`` maps it back (:class:`epscert.strategies.gram.Factor`). The
+    band product is written with concatenations (no in-place slices), which both namespaces support.
+    ``out`` (numpy only, dense and diag): an N x b array to write g into (it may be z for diag)."""
     if factor[0] == "dense":
-        return z @ factor[1].T
+        return z @ factor[1].T if out is None else np.matmul(z, factor[1].T, out=out)
+    if factor[0] == "diag":
+        return z * factor[1] if out is None else np.multiply(z, factor[1], out=out)
     band, inverse = factor[1], factor[2]
     b = z.shape[1]
     y = z * band[0]
@@ -26,19 +33,51 @@ def apply_factor(xp, z, factor):
     return y[:, inverse]
 
 
-def log_mean_exp(xp, x):
-    """log((1/b) Σ_k e^{x_k}) per row, shifted by the row maximum (no overflow, no underflow to -inf
-    unless every term does)."""
+#: Row sums of e^{x_k} outside [SAFE_LOW, SAFE_HIGH] are recomputed with the row maximum taken out:
+#: inside, no term overflowed and the largest term is normal, so the plain sum is accurate.
+SAFE_LOW, SAFE_HIGH = 1e-290, 1e290
+
+
+def log_mean_exp(xp, x, work=None):
+    """log((1/b) Σ_k e^{x_k}) per row.
+
+    The plain sum of e^{x_k} where it lies in [``SAFE_LOW``, ``SAFE_HIGH``] (every term finite,
+    the largest normal: a sum of positive terms, accurate to a few ulp relative); elsewhere the
+    same with the row maximum taken out first (no overflow, no underflow to -inf unless every term
+    does). numpy recomputes only those rows; jax.numpy evaluates both and selects. ``work``
+    (numpy only): an array of x's shape for the terms e^{x_k}.
+    """
+    b = x.shape[1]
+    if xp.__name__ == "numpy":
+        with np.errstate(over="ignore", under="ignore", divide="ignore"):  # those rows are redone
+            total = np.sum(np.exp(x, out=work), axis=1)
+            out = np.log(total) - math.log(b)
+        safe = (total >= SAFE_LOW) & (total <= SAFE_HIGH)
+        if not bool(safe.all()):
+            out[~safe] = _shifted_log_mean_exp(np, x[~safe])
+        return out
+    total = xp.sum(xp.exp(x), axis=1)
+    safe = (total >= SAFE_LOW) & (total <= SAFE_HIGH)
+    return xp.where(safe, xp.log(xp.where(safe, total, 1.0)) - math.log(b), _shifted_log_mean_exp(xp, x))
+
+
+def _shifted_log_mean_exp(xp, x):
     top = xp.max(x, axis=1)
     return top + xp.log(xp.mean(xp.exp(x - top[:, None]), axis=1))
 
 
-def naive_losses(xp, g_noise, shift, half_diag, remove: bool):
-    """Directional losses of the naive sampler from g_noise = L z.
+def naive_losses(xp, g_noise, offset, remove: bool, work=None):
+    """Directional losses of the naive sampler from g_noise = L z: x = g_noise + ``offset``.
 
-    REMOVE: g = G e_i + L z ~ P_i with i uniform (``shift`` = the rows G[i]), loss L(g).
-    ADD: g = L z ~ Q (``shift`` = None), loss -L(g).
+    REMOVE: g = G e_i + L z ~ P_i with i uniform, so x_k = g_k - G_kk/2 takes ``offset`` = the rows
+    (G - diag(G)/2)[i]; loss L = log((1/b) Σ_k e^{x_k}). ADD: g = L z ~ Q, ``offset`` = -diag(G)/2
+    (broadcast), loss -L. numpy: ``g_noise`` is overwritten with x, and ``work`` (an array of its
+    shape, optional) takes the terms e^{x_k}: no block-sized array is allocated.
     """
-    g = g_noise if shift is None else g_noise + shift
-    loss = log_mean_exp(xp, g - half_diag)
+    if xp.__name__ == "numpy":
+        x = g_noise
+        x += offset
+    else:
+        x = g_noise + offset
+    loss = log_mean_exp(xp, x, work)
     return loss if remove else -loss

@@ -45,8 +45,9 @@ def bin_counts(iterations: int, cycle_length: int) -> np.ndarray:
 
 @dataclass(frozen=True, eq=False)
 class Factor:
-    """A square root of G for sampling: ``kind`` 'dense' (L, b x b lower) or 'band' (lower band
-    storage ``band[k, i] = L[i + k, i]`` in the interleaved order ``perm``)."""
+    """A square root of G for sampling: ``kind`` 'dense' (L, b x b lower), 'diag' (G diagonal:
+    ``band[0]`` = √diag(G)) or 'band' (lower band storage ``band[k, i] = L[i + k, i]`` in the
+    interleaved order ``perm``)."""
 
     kind: str
     dense: np.ndarray | None
@@ -63,6 +64,8 @@ class Factor:
         """g = L z for each row of z (N x b), in the original bin order."""
         if self.kind == "dense":
             return z @ self.dense.T
+        if self.kind == "diag":
+            return z * self.band[0]
         b = z.shape[1]
         y = z * self.band[0]
         for k in range(1, self.band.shape[0]):
@@ -144,6 +147,8 @@ def interleave(b: int) -> np.ndarray:
 def _factor(gram: ModeGram, sigma: float) -> Factor:
     g = gram.scaled(sigma)
     b = gram.bins
+    if gram.half_width == 0:  # the modes do not overlap: G is diagonal
+        return Factor("diag", None, np.sqrt(np.diag(g))[None, :], None, None)
     diagonals = 2 * gram.half_width + 2  # half-width <= 2w + 1 after interleaving
     if b >= BAND_MIN_BINS and diagonals <= BAND_FRACTION * b:
         perm = interleave(b)

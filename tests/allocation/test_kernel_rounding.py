@@ -12,7 +12,7 @@ The claims checked are those of the module docstring of epscert.allocation.cells
 * upper chain: each node mass of the exact spread (exact masses, the computed pair values) is
   at most (1 + r) times the computed one (never under-counted), and the computed one exceeds it
   by at most r relative plus the documented slack on the mass at a cell's left edge,
-  2γ_{k+6}(1 + 2γ_k)(1 + 4u)·M̂ of the cell (k = count + chunks).
+  2γ_{k+6}(1 + 2γ_{k+1})(1 + 4u)·M̂ of the cell (k = count + chunks).
 """
 
 from __future__ import annotations
@@ -98,7 +98,7 @@ def test_kernel_allowances_cover_the_exact_rounding(op, weights, exact_weights, 
     assert stats_up.value_rel_error == PAIR_REL_ERROR
     atoms = dict(zip(upper.values.tolist(), upper.masses.tolist()))
     k_terms = stats_up.max_count + 1  # one block of rows at this size
-    slack = 2 * Fraction(gamma_n(k_terms + 6)) * (1 + 2 * Fraction(gamma_n(k_terms))) * (1 + 4 * Fraction(2.0**-53))
+    slack = 2 * Fraction(gamma_n(k_terms + 6)) * (1 + 2 * Fraction(gamma_n(k_terms + 1))) * (1 + 4 * Fraction(2.0**-53))
     for k in range(n_cells + 1):
         if node[k] > 0:
             n_hat = Fraction(atoms[float(edges[k])])

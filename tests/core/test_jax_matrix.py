@@ -48,10 +48,10 @@ def test_the_same_inputs_give_the_same_values_on_both_namespaces():
         add_dev = jax.jit(lambda g_: mv.add_line_log_values(
             jnp, jax_matrix.JaxSpecial, g_, jnp.asarray(sampler.d_mean), jnp.asarray(pair.half_diag), sampler.var_u,
             pair.log_bins, eps))(jnp.asarray(g))
-        loss_dev = mk.naive_losses(jnp, jnp.asarray(g), None, jnp.asarray(pair.half_diag), False)
+        loss_dev = mk.naive_losses(jnp, jnp.asarray(g), jnp.asarray(-pair.half_diag), False)
     np.testing.assert_allclose(np.exp(np.asarray(dev)), np.exp(host), rtol=1e-9, atol=0)
     np.testing.assert_allclose(np.exp(np.asarray(add_dev)), np.exp(add_host), rtol=1e-9, atol=0)
-    np.testing.assert_allclose(np.asarray(loss_dev), mk.naive_losses(np, g, None, pair.half_diag, False), rtol=1e-12)
+    np.testing.assert_allclose(np.asarray(loss_dev), mk.naive_losses(np, g, -pair.half_diag, False), rtol=1e-12)
 
 
 @pytest.mark.parametrize("method", ["naive", pytest.param("importance", marks=pytest.mark.slow),

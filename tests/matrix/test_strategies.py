@@ -97,7 +97,7 @@ def dense_factor(factor, b: int) -> np.ndarray:
 
 
 @pytest.mark.parametrize("n,b,bands,kind", [(1200, 600, 4, "band"), (1043, 520, 3, "band"), (90, 30, 12, "dense"),
-                                            (100, 10, 1, "dense"), (64, 64, 7, "dense")])
+                                            (100, 10, 1, "diag"), (64, 64, 7, "dense"), (105, 10, 1, "diag")])
 def test_factor_reproduces_the_gram_matrix(n, b, bands, kind):
     rng = np.random.default_rng(b)
     strategy = toeplitz_strategy(rng.uniform(0.2, 1.0, bands), n)
