@@ -47,30 +47,13 @@ def bin_counts(iterations: int, cycle_length: int) -> np.ndarray:
 class Factor:
     """A square root of G for sampling: ``kind`` 'dense' (L, b x b lower), 'diag' (G diagonal:
     ``band[0]`` = √diag(G)) or 'band' (lower band storage ``band[k, i] = L[i + k, i]`` in the
-    interleaved order ``perm``)."""
+    interleaved order ``perm``). Applied by :func:`epscert.montecarlo.matrix_kernels.apply_factor`."""
 
     kind: str
     dense: np.ndarray | None
     band: np.ndarray | None
     perm: np.ndarray | None
     inverse: np.ndarray | None
-
-    @property
-    def width(self) -> int:
-        """Stored entries per row: b (dense) or the number of diagonals (band)."""
-        return int(self.dense.shape[0]) if self.kind == "dense" else int(self.band.shape[0])
-
-    def apply(self, z: np.ndarray) -> np.ndarray:
-        """g = L z for each row of z (N x b), in the original bin order."""
-        if self.kind == "dense":
-            return z @ self.dense.T
-        if self.kind == "diag":
-            return z * self.band[0]
-        b = z.shape[1]
-        y = z * self.band[0]
-        for k in range(1, self.band.shape[0]):
-            y[:, k:] += self.band[k, : b - k] * z[:, : b - k]
-        return y[:, self.inverse]
 
 
 @dataclass(frozen=True, eq=False)

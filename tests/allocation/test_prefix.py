@@ -156,12 +156,17 @@ def test_runs_of_every_length_share_one_set_of_laws():
     sigma, steps = 1.3, 40
     AllocationBracket(sigma, steps, 1).upper([1.0])
     one = (AllocationBracket(sigma, steps, 1).settings["cells"] + 17) ** 2
+    budget = AllocationBracket(sigma, steps, 1).settings["cap_budget"]
     for epochs in (2, 3):
         before = kernel.PAIRS_FORMED[0]
         bracket = AllocationBracket(sigma, steps, epochs)
         bracket.upper([1.0])
         assert kernel.PAIRS_FORMED[0] - before <= 2 * one, epochs
-        assert bracket.caps == cap_terms(sigma, steps, epochs, bracket.settings["log_cap"])
+        # the cap's definition (a budget/(2·1000) tail per term, one of the two tight) for E epochs:
+        # remove <= E·budget/1000 and add <= E·budget/2000, the larger >= E·budget/2000
+        caps, share = bracket.caps, epochs * budget / 2000
+        assert caps["remove"] <= 2 * share * (1 + 1e-9) and caps["add"] <= share * (1 + 1e-9), caps
+        assert max(caps.values()) >= share * (1 - 1e-9), caps
     assert AllocationBracket(sigma, steps, 1).settings["log_cap"] == AllocationBracket(sigma, steps, 7).settings["log_cap"]
 
 

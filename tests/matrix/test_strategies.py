@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import epscert
+from epscert.montecarlo.samplers.matrix_pair import MatrixPair
 from epscert.strategies import (MAX_BANDS, MAX_DENSE_ITERATIONS, MAX_ITERATIONS, dense_strategy,
                                 toeplitz_strategy)
 
@@ -91,9 +92,10 @@ def test_dense_path_matches_the_explicit_modes(tmp_path, n, b, c_col):
                                        rtol=REL, atol=REL * np.abs(want).max())
 
 
-def dense_factor(factor, b: int) -> np.ndarray:
-    """The matrix F with g = F z (the factor applied to the unit vectors): F Fᵀ must be G."""
-    return factor.apply(np.eye(b)).T
+def dense_factor(pair: MatrixPair, b: int) -> np.ndarray:
+    """The matrix F with g = F z (the sampler's factor, through the shared kernel, applied to the unit
+    vectors): F Fᵀ must be G."""
+    return pair.noise(np.eye(b)).T
 
 
 @pytest.mark.parametrize("n,b,bands,kind", [(1200, 600, 4, "band"), (1043, 520, 3, "band"), (90, 30, 12, "dense"),
@@ -102,11 +104,10 @@ def test_factor_reproduces_the_gram_matrix(n, b, bands, kind):
     rng = np.random.default_rng(b)
     strategy = toeplitz_strategy(rng.uniform(0.2, 1.0, bands), n)
     sigma = 1.7
-    gram = strategy.gram(b)
-    factor = gram.factor(sigma)
-    assert factor.kind == kind
+    pair = MatrixPair(strategy.gram(b), sigma)
+    assert pair.factor.kind == kind
     g = explicit_gram(explicit_toeplitz(strategy.c_col, n), b) / sigma**2
-    f = dense_factor(factor, b)
+    f = dense_factor(pair, b)
     np.testing.assert_allclose(f @ f.T, g, rtol=0, atol=REL * np.abs(g).max())
 
 
@@ -122,7 +123,7 @@ def test_factor_samples_have_covariance_g(b, bands):
     gram = strategy.gram(b)
     g = gram.scaled(1.3)
     samples = 200_000
-    draws = gram.factor(1.3).apply(rng.standard_normal((samples, b)))
+    draws = MatrixPair(gram, 1.3).noise(rng.standard_normal((samples, b)))
     cov = draws.T @ draws / samples  # mean zero is known
     d = np.diag(g)
     sd = np.sqrt((np.outer(d, d) + g * g) / samples)

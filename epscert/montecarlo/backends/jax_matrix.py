@@ -141,13 +141,13 @@ def _naive_loss_fn(pair, direction: str, n: int):
     remove = direction == Direction.REMOVE.value
     with jax.enable_x64(True):
         offsets = jnp.asarray(pair.remove_offsets)
-        minus_half = jnp.asarray(-pair.half_diag)
+        add_offset = jnp.asarray(pair.add_offset)
         factor = _factor(pair, jnp)
 
     def losses(base, b):
         k_z, k_i = jax.random.split(jax.random.fold_in(base, b))
         z = jax.random.normal(k_z, (n, pair.bins), dtype=jnp.float64)
-        offset = offsets[jax.random.randint(k_i, (n,), 0, pair.bins)] if remove else minus_half
+        offset = offsets[jax.random.randint(k_i, (n,), 0, pair.bins)] if remove else add_offset
         return mk.naive_losses(jnp, mk.apply_factor(jnp, z, factor), offset, remove)
 
     return jax.jit(losses)

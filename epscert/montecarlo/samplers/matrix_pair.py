@@ -66,8 +66,10 @@ class MatrixPair:
         self.bins = gram.bins
         self.diag = np.diag(self.g).copy()
         self.half_diag = 0.5 * self.diag
-        #: x = g - diag(G)/2 for g ~ P_i is L_G ξ + (row i of this): the naive REMOVE offsets
+        #: x = g - diag(G)/2 is L_G ξ + offset: row i of ``remove_offsets`` for g ~ P_i (REMOVE),
+        #: ``add_offset`` for g ~ Q (ADD)
         self.remove_offsets = self.g - self.half_diag
+        self.add_offset = -self.half_diag
         self.log_bins = math.log(self.bins)
         self.factor = gram.factor(self.sigma)
 
@@ -83,10 +85,6 @@ class MatrixPair:
     def noise(self, z: np.ndarray) -> np.ndarray:
         """L_G ξ for the rows ξ of z."""
         return mk.apply_factor(np, z, self.factor_tuple())
-
-    def loss(self, g: np.ndarray) -> np.ndarray:
-        """L(g) = log((1/b) Σ_k e^{g_k - G_kk/2}) per row."""
-        return mk.log_mean_exp(np, g - self.half_diag)
 
 
 class MatrixPairSampler(LossSampler):
@@ -106,7 +104,7 @@ class MatrixPairSampler(LossSampler):
         if remove:
             np.take(pair.remove_offsets, rng.integers(0, pair.bins, size=n), axis=0, out=offset)
         else:
-            offset = -pair.half_diag
+            offset = pair.add_offset
         factor = pair.factor_tuple()
         g = mk.apply_factor(np, z, factor, out=g if factor[0] != "band" else None)
         return mk.naive_losses(np, g, offset, remove, work)
