@@ -33,10 +33,12 @@ METHODS = {"naive": 20_000, "importance": 20_000, "conditional": 4_000}
 def check_against(table, method: str, direction: str, eps: float, lower: float, upper: float,
                   resolves: bool) -> None:
     r = row(table, method=method, direction=direction, epsilon=eps)
-    # an all-zero sample (a rare δ for naive, or ε far above the importance event's ε0) has no CLT
-    # statement; its UCB below is still checked
-    assert (r["delta"] == 0 and not resolves) or within_clt(r["delta"], r["std_error"], lower, upper), (method, direction, eps, r["delta"],
-                                                                  r["std_error"], lower, upper)
+    # the CLT statement needs many nonzero values: a rare δ for naive, or ε far above the importance
+    # event's ε0, leaves a handful (its standard error is then as noisy as its mean), so the estimate
+    # is checked only where it resolves δ; the certificates below are checked everywhere
+    if resolves:
+        assert within_clt(r["delta"], r["std_error"], lower, upper), (method, direction, eps, r["delta"],
+                                                                      r["std_error"], lower, upper)
     assert r["delta_upper"] >= lower, (method, direction, eps, r["delta_upper"], lower)
     if r["delta_lower"] is not None:
         assert r["delta_lower"] <= upper, (method, direction, eps, r["delta_lower"], upper)
