@@ -171,11 +171,21 @@ def direction_sums(sampler: BallsAndBinsSampler, method: Method, direction: Dire
                    stream_samples: int | None = None) -> DirectionSums:
     """Exact sums (count, ΣY, ΣY² on the 2**-52 grid) of the losses of one direction at positions
     [start, start + samples) of a stream of ``stream_samples`` samples (default: start + samples)."""
-    import jax
-
     spec = kernel_spec(sampler, method, direction)
     n_block = block_size(spec[3], start + samples if stream_samples is None else stream_samples)
-    fn = _compiled(spec, n_block)
+    return drain_sums(_compiled(spec, n_block), key_words, epsilons, n_block, start, samples, progress)
+
+
+def drain_sums(fn, key_words: np.ndarray, epsilons: tuple[float, ...], n_block: int, start: int, samples: int,
+               progress=None) -> DirectionSums:
+    """Run a compiled block kernel ``fn(base, block, lo, hi, eps) -> (hi, lo, nan count)`` over the
+    blocks of positions [start, start + samples) and add its grid halves exactly (Python integers).
+
+    Up to FETCH_EVERY blocks are dispatched before their results are fetched, so the device works
+    while the host adds; ``progress(n)`` is called per block with its kept samples. A NaN loss
+    anywhere raises FloatingPointError (the sums would be meaningless)."""
+    import jax
+
     n_eps = len(epsilons)
     totals = [0] * (2 * n_eps)
     nan_count = 0
@@ -185,8 +195,7 @@ def direction_sums(sampler: BallsAndBinsSampler, method: Method, direction: Dire
         pending: list = []
         ranges = block_ranges(n_block, start, samples)
         for i, (b, lo, hi) in enumerate(ranges):
-            valid = hi - lo
-            pending.append((valid, fn(base, b, lo, hi, eps)))
+            pending.append((hi - lo, fn(base, b, lo, hi, eps)))
             if len(pending) == FETCH_EVERY or i == len(ranges) - 1:
                 for valid, (hi, lo, nans) in pending:
                     hi, lo = np.asarray(hi).tolist(), np.asarray(lo).tolist()

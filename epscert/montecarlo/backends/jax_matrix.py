@@ -29,13 +29,11 @@ import numpy as np
 from epscert.montecarlo import matrix_kernels as mk
 from epscert.montecarlo import matrix_values as mv
 from epscert.montecarlo.accumulator import DirectionSums
-from epscert.montecarlo.backends.jax_backend import FETCH_EVERY, block_size, grid_halves
+from epscert.montecarlo.backends.jax_backend import FETCH_EVERY, block_size, drain_sums, grid_halves
 from epscert.rng import block_ranges
 from epscert.montecarlo.backends.jax_orderstats import ndtri_exp
 from epscert.montecarlo.samplers.matrix_pair import MatrixPairSampler
 from epscert.params import Direction, Method
-
-_LO_BITS = 26
 
 
 class JaxSpecial:
@@ -94,31 +92,9 @@ def naive_sums(sampler: MatrixPairSampler, direction: Direction, key_words: np.n
                stream_samples: int | None = None) -> DirectionSums:
     """Exact sums (count, ΣY, ΣY² on the 2**-52 grid) of the naive losses of one direction at positions
     [start, start + samples) of a stream of ``stream_samples`` samples (default start + samples)."""
-    import jax
-
     n_block = block_size(width(sampler), start + samples if stream_samples is None else stream_samples)
     fn = _naive_compiled(sampler.pair, direction.value, n_block)
-    n_eps = len(epsilons)
-    totals = [0] * (2 * n_eps)
-    nan_count = 0
-    with jax.enable_x64(True):
-        base = jax.random.wrap_key_data(np.asarray(key_words, dtype=np.uint32), impl="threefry2x32")
-        eps = jax.numpy.asarray(epsilons, dtype=jax.numpy.float64)
-        pending: list = []
-        ranges = block_ranges(n_block, start, samples)
-        for i, (b, lo, hi) in enumerate(ranges):
-            pending.append((hi - lo, fn(base, b, lo, hi, eps)))
-            if len(pending) == FETCH_EVERY or i == len(ranges) - 1:
-                for valid, (hi, lo, nans) in pending:
-                    hi, lo = np.asarray(hi).tolist(), np.asarray(lo).tolist()
-                    totals = [t + (h << _LO_BITS) + lo_ for t, h, lo_ in zip(totals, hi, lo)]
-                    nan_count += int(nans)
-                    if progress is not None:
-                        progress(valid)
-                pending = []
-    if nan_count:
-        raise FloatingPointError("a sampled privacy loss is NaN")
-    return DirectionSums(samples, tuple(totals[:n_eps]), tuple(totals[n_eps:]))
+    return drain_sums(fn, key_words, epsilons, n_block, start, samples, progress)
 
 
 def naive_losses(sampler: MatrixPairSampler, direction: Direction, key_words: np.ndarray, block_index: int,
