@@ -32,7 +32,8 @@ import pyarrow as pa
 from epscert.results.tables import certify_config
 from epscert.inverse.calibrate import Calibration, calibrate_sigma, check_certifiable
 from epscert.inverse.epsilon_at_delta import mc_epsilon_rows, analytic_epsilon_rows, check_deltas
-from epscert.inverse.best import Certificate, Interval, best_certificate, lower_and_estimate, with_other_side
+from epscert.inverse.best import (Certificate, Interval, best_certificate, certificate_name, lower_and_estimate,
+                                  matrix_lower_rows, with_other_side)
 from epscert.inverse.prefix import certificate_after
 from epscert.mechanism import mechanism_settings
 from epscert.params import (BRACKET_METHODS, DEFAULT_ERROR_PROB, DEFAULT_SAMPLES, MAX_EPSILON, CertifyConfig, Method,
@@ -201,7 +202,9 @@ class Accountant:
 
     def _method_certificate(self, config: CertifyConfig, delta: float | None, epsilon: float | None,
                             progress: Callback | None) -> Certificate:
-        """The certificate of the one method asked for (``method`` other than ``auto``)."""
+        """The certificate of the one method asked for (``method`` other than ``auto``); for a matrix
+        mechanism its deterministic lower bounds join the rows, so the two-sided answer has a lower side
+        when the method has none (naive, comonotone)."""
         method = self.method
         if delta is not None:
             if method.is_monte_carlo:
@@ -218,8 +221,10 @@ class Accountant:
             pick = max(mine, key=lambda r: r["delta_upper"])
             quantity, target, value = "delta", epsilon, pick["delta_upper"]
         beta = pick["error_prob"] if method.is_monte_carlo else None
+        # a matrix mechanism's deterministic lower bounds hold surely: the two-sided answer takes them too
+        rows = list(rows) + matrix_lower_rows(config, quantity, target)
         lower, lower_method, estimate = lower_and_estimate(rows, quantity, config.direction.value)
-        return Certificate(quantity, target, config.sampler.value, value, method.value, pick["bound"],
+        return Certificate(quantity, target, certificate_name(config), value, method.value, pick["bound"],
                            pick["guarantee"], beta, (), tuple(rows), lower=lower, lower_method=lower_method,
                            estimate=estimate)
 

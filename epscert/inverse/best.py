@@ -412,14 +412,9 @@ def best_certificate(config: CertifyConfig, *, delta: float | None = None, epsil
         if mine and math.isfinite(value) and (best is None or value < best["value"]):
             row = max(mine, key=lambda r: r[column])
             best = {"value": value, "row": row}
-    if config.strategy is not None:  # the deterministic lower bounds, for the two-sided answer
-        for method in MATRIX_LOWER:
-            cfg = _candidate_config(config, method)
-            if cfg is not None:
-                rows.extend(analytic_epsilon_rows(cfg, method, [target]) if quantity == "epsilon"
-                            else analytic_rows(dataclasses.replace(cfg, epsilons=(target,)), method))
+    rows.extend(matrix_lower_rows(config, quantity, target))
     lower, lower_method, estimate = lower_and_estimate(rows, quantity, direction)
-    name = _name(config)
+    name = certificate_name(config)
     if best is None:
         if not any(_candidate_config(config, m) for m in candidate_methods(config)):
             notes.append(f"no method certifies an upper bound for sampler={config.sampler.value!r} with these "
@@ -459,7 +454,21 @@ def with_other_side(config: CertifyConfig, cert: Certificate) -> Certificate:
     return dataclasses.replace(cert, rows=rows, lower=lower, lower_method=lower_method)
 
 
-def _name(config: CertifyConfig) -> str:
+def matrix_lower_rows(config: CertifyConfig, quantity: str, target: float) -> list[dict]:
+    """Rows of a matrix mechanism's deterministic lower bounds (:data:`MATRIX_LOWER`) at ``target``, for the
+    two-sided answer; none for other configurations. They hold surely, so they cost no β."""
+    rows: list[dict] = []
+    if config.strategy is None:
+        return rows
+    for method in MATRIX_LOWER:
+        cfg = _candidate_config(config, method)
+        if cfg is not None:
+            rows.extend(analytic_epsilon_rows(cfg, method, [target]) if quantity == "epsilon"
+                        else analytic_rows(dataclasses.replace(cfg, epsilons=(target,)), method))
+    return rows
+
+
+def certificate_name(config: CertifyConfig) -> str:
     """What a certificate is about: the sampler, or 'bandmf' with the strategy for a matrix mechanism."""
     if config.strategy is None:
         return config.sampler.value

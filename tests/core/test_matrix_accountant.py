@@ -140,10 +140,37 @@ def test_a_named_method_and_the_interval_of_its_rows():
     st = toeplitz_strategy(C_COL, 10)
     naive = epscert.Accountant(noise_multiplier=1.5, strategy=st, cycle_length=4, method="naive", samples=2000)
     lower, estimate, upper = naive.delta_interval(1.0)
-    assert lower == 0.0 and 0.0 < estimate < upper  # naive rows carry no lower bound
+    # naive rows carry no lower bound: the lower side is the deterministic independent-modes bound's row
+    independent = next(r["delta_lower"] for r in naive.last_certificate.rows
+                       if r["method"] == "independent_lower_bound" and r["direction"] == "both")
+    assert naive.last_certificate.lower_method == "independent_lower_bound"
+    assert 0.0 < lower == independent and 0.0 < estimate < upper
     upper_only = epscert.Accountant(noise_multiplier=1.5, strategy=st, cycle_length=4,
                                     method="comonotone_upper_bound")
-    assert upper_only.delta_interval(1.0) == (0.0, None, upper_only.get_delta(1.0))
+    assert upper_only.delta_interval(1.0) == (independent, None, upper_only.get_delta(1.0))
     config = dataclasses.replace(naive.config, methods=("comonotone_upper_bound",))
     assert upper_only.get_delta(1.0) == next(r["delta_upper"] for r in epscert.certify_config(
         dataclasses.replace(config, epsilons=(1.0,))).to_pylist() if r["direction"] == "both")
+
+
+def test_one_method_keeps_the_mechanism_name_and_the_deterministic_lower_bound():
+    """method='naive' (no Monte Carlo LCB) on a banded C: the two-sided answer still takes the
+    independent-modes lower bound, which is the Balls-and-Bins bracket's lower side for b orthogonal
+    modes of the smallest mode variance v (sensitivity √v per step, T = b, one epoch): computed here by
+    the DP-SGD accountant, another code path."""
+    n, b, sigma, delta = 24, 6, 1.0, 1e-3
+    st = toeplitz_strategy(C_COL, n)
+    acc = epscert.Accountant(noise_multiplier=sigma, strategy=st, cycle_length=b, samples=20_000, method="naive")
+    lower, estimate, upper = acc.epsilon_interval(delta)
+    cert = acc.last_certificate
+    assert cert.method == "naive" and cert.lower_method == "independent_lower_bound"
+    assert cert.sampler.startswith("bandmf ") and st.describe() in cert.summary()
+    v_min = float(np.min(np.diag(st.gram(b).scaled(sigma))))
+    modes = epscert.Accountant(noise_multiplier=1.0 / math.sqrt(v_min), steps=b, epochs=1,
+                               sampler="balls_and_bins_persistent")
+    modes_lower, _, _ = modes.epsilon_interval(delta)
+    assert modes.last_certificate.lower_method == "bracket_lower"
+    assert 0.0 < lower == pytest.approx(modes_lower, rel=1e-9)
+    assert lower <= estimate <= upper < math.inf
+    d_lower, _, d_upper = acc.delta_interval(upper)
+    assert acc.last_certificate.lower_method == "independent_lower_bound" and 0.0 < d_lower <= d_upper
