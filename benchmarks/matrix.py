@@ -34,7 +34,7 @@ table gives the samples and CPU s of the first call that met each criterion (one
 knew the count would run it) and the total CPU spent on the search. The grid reaches far above ε* so
 that a loose certified upper end still shows where it lies (to the grid's resolution, rounded up). A
 last line per δ combines the methods' final calls: the largest lower end and the smallest upper end,
-which hold together with probability >= 1 - 3β (union bound over the three certificates). Because the steps only call
+which hold together with probability >= 1 - 6β (union bound over the six one-sided certificates). Because the steps only call
 certify() and read its rows, a sharper certificate in epscert shows here without change.
 
 Figures are printed (markdown) and saved as JSON under ``--out``. No timing is asserted anywhere.
@@ -252,12 +252,12 @@ def print_cost(r: dict) -> None:
 
 
 def print_combined(results: list[dict], target: float, eps_star: float) -> None:
-    """The best ends over the methods' last calls (each certificate at β: together at 3β)."""
+    """The best ends over the methods' last calls (each one-sided certificate at β: all six together at 6β)."""
     lower = max(r["last"]["eps_lower"] for r in results)
     upper = min(r["last"]["eps_upper"] for r in results)
     width = (upper - lower) / eps_star if math.isfinite(upper) and math.isfinite(lower) else math.inf
     cpu_s = sum(r["last"]["cpu_s"] for r in results)
-    print(f"| {target:.0e} | {eps_star:.3f} | best of the three (at 3β) | | | | | | "
+    print(f"| {target:.0e} | {eps_star:.3f} | best of the three (at 6β) | | | | | | "
           f"[{fmt(lower, '.4g')}, {fmt(upper, '.4g')}] | {fmt(100 * width, '.2f')}% | {cpu_s:.1f} (last calls) |",
           flush=True)
 
