@@ -76,8 +76,8 @@ PREFIX_CENTRE_SHARE = 0.3
 DIGIT_BITS = 4
 #: The exact law of the constant 1 (no mass or value allowance).
 ONE = ChainLaw(CellLaw(np.array([1.0]), np.array([1.0])), 0.0, 0.0)
-#: Work a mid-epoch query may spend, its own included, building digit blocks ahead, in units of one
-#: combine of two laws of ``cells`` + 17 atoms (cost only: the blocks are the same laws whenever built).
+#: Work a mid-epoch query may spend, its own included, building digit blocks ahead, in units of
+#: :func:`combine_pairs` (cost only: the blocks are the same laws whenever built).
 PREFETCH_COMBINES = 3
 #: Queries ahead of the last two whose digit blocks are built first (a training loop's logging step).
 PREFETCH_AHEAD = 8
@@ -177,8 +177,7 @@ class ChainCache:
             cells, tau, shape = self._settings
             factor = product_combine(self.epochs(full_epochs), factor, self.chain, cells, tau, shape)
         self._asked = (self._asked + [prefix_steps])[-2:]
-        cells = self._settings[0]
-        self.prefetch(PREFETCH_COMBINES * (cells + 17) ** 2 - (PAIRS_FORMED[0] - start))
+        self.prefetch(PREFETCH_COMBINES * combine_pairs(self._settings[0]) - (PAIRS_FORMED[0] - start))
         return factor
 
     def prefetch(self, pairs: int) -> None:
@@ -189,7 +188,7 @@ class ChainCache:
         law :meth:`digit_block` defines, whenever it is built.
         """
         start = PAIRS_FORMED[0]
-        one = (self._settings[0] + 17) ** 2  # about one combine's pairs
+        one = combine_pairs(self._settings[0])
         for digit, position in self._wanted():
             while (digit, position) not in self._digits:
                 if PAIRS_FORMED[0] - start + one > pairs:
@@ -220,6 +219,12 @@ class ChainCache:
         while rest & (rest - 1) and (rest, position) not in self._digits:
             digit, rest = rest, rest - (rest & -rest)
         self.digit_block(digit, position)
+
+
+def combine_pairs(cells: int) -> int:
+    """About the pairs one combine forms: two laws of ``cells`` + 17 atoms (the unit of the prefetch
+    budget, counted by :data:`epscert.allocation.cells.PAIRS_FORMED`)."""
+    return (cells + 17) ** 2
 
 
 def _lowest_digit(count: int) -> tuple[int, int, int]:

@@ -79,13 +79,15 @@ FLOAT_REL = 1e-9
 #: second (relative variance x lines: 31 at 5-10 lines against 134 with all 100).
 LINES_PER_SAMPLE = 8
 #: Elements of one (N, b) array of the importance estimator per block (512 KiB of float64), and its
-#: fewest rows. Cost only (the block layout changes which draws a seed gives, not their law): with
-#: the shared BLOCK_ELEMENTS (2621 rows at b = 100, about ten 2 MiB temporaries per block) glibc returned the freed heap top to the operating system after every
-#: block and faulted it in again at the next, measured at 40% of the estimator's CPU (b = 100,
-#: 16 bands, one core: 139k samples/s against 244k with trimming disabled by MALLOC_TRIM_THRESHOLD_).
-#: Blocks of 2^16 elements stay below the trim threshold the allocator settles on (655 rows at
-#: b = 100: 230k samples/s, these figures from draw() alone; the same at b = 1000 costs 10% against
-#: larger blocks).
+#: fewest rows. Cost only (the block layout changes which draws a seed gives, not their law). With
+#: the shared BLOCK_ELEMENTS (2621 rows at b = 100, about ten 2 MiB temporaries per block) glibc
+#: returned the freed heap top to the operating system after every block and faulted it in again
+#: at the next: 40% of the estimator's CPU (draw() alone, b = 100, 16 bands, one core: 139k
+#: samples/s against 244k with trimming disabled by MALLOC_TRIM_THRESHOLD_). Blocks of 2^16
+#: elements stay below the trim threshold the allocator settles on (655 rows at b = 100: 230k
+#: samples/s; at b = 1000 they cost 10% against larger blocks). The naive sampler meets the same
+#: cost with per-thread buffers instead (:func:`~epscert.montecarlo.samplers.matrix_pair.block_buffers`):
+#: its kernel writes in place, while this one is shared with JAX and cannot.
 IMPORTANCE_BLOCK_ELEMENTS = 2**16
 IMPORTANCE_MIN_BLOCK = 64
 #: Newton iterations on log S (monotone from above, quadratic near the root).

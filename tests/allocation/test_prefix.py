@@ -18,7 +18,7 @@ import pytest
 from scipy.special import ndtr
 
 from epscert.allocation import AllocationBracket, bracket_for
-from epscert.allocation.prefix import run_laws
+from epscert.allocation.prefix import combine_pairs, run_laws
 from epscert.allocation.tails import cap_terms, log_cap
 from epscert.analytic.deterministic import deterministic_delta
 from tests.reference.prefix_gh import prefix_delta
@@ -155,7 +155,7 @@ def test_runs_of_every_length_share_one_set_of_laws():
 
     sigma, steps = 1.3, 40
     AllocationBracket(sigma, steps, 1).upper([1.0])
-    one = (AllocationBracket(sigma, steps, 1).settings["cells"] + 17) ** 2
+    one = combine_pairs(AllocationBracket(sigma, steps, 1).settings["cells"])
     budget = AllocationBracket(sigma, steps, 1).settings["cap_budget"]
     for epochs in (2, 3):
         before = kernel.PAIRS_FORMED[0]
@@ -182,7 +182,7 @@ def test_prefetched_digit_blocks_are_the_lazily_built_laws_and_stay_within_the_b
     settings = dict(cells=cells, base_cells=200, tau=1e-12, cap_budget=1e-10, shape=shape)
     loop = RunLaws(1.0, 4096, 2, **settings).chain("upper")
     fresh = RunLaws(1.0, 4096, 2, **settings).chain("upper")
-    one = (cells + 17) ** 2
+    one = combine_pairs(cells)
     for r in (300, 600):  # 0x12C, 0x258
         loop.law(0, r)
     before = kernel.PAIRS_FORMED[0]
