@@ -28,24 +28,26 @@ with ρ = Σ_k e^{x_k - x_max} in [1, b]. For θ > 1, maximising (u ρ/b - e^ε)
 
     Y <= e^c (θ - 1)^{θ-1} θ^{-θ} (b e^ε)^{1-θ} ρ^θ,                                     (bound 1)
 
-and the power-mean inequality (mean_k a_k^θ >= (mean_k a_k)^θ for a_k = e^{x_k}) gives
+and, free of ρ, the power-mean inequality (W >= e^{-c} mean_k a_k^θ >= e^{-c} (mean_k a_k)^θ for
+a_k = e^{x_k}) and the same maximisation over mean_k a_k give
 
-    Y <= e^c (θ - 1)^{θ-1} θ^{-θ} e^{(1-θ) ε}         (bound 1 at ρ = b; attained near equal modes).
+    Y <= e^c (θ - 1)^{θ-1} θ^{-θ} e^{(1-θ) ε}          (attained near equal modes; bound 1 at ρ = b^{1/θ}).
 
 Both are proven and :func:`tilted_value_bound` evaluates them; the test suite checks every sample
 against them. On the region {L > ε} that carries δ, ρ stays small at the setting above (draws with
 ρ > 6 carried 0.16% of the estimate, none had ρ > 8), and bound 1 at ρ0 is within 1–6% of the largest
 draw with ρ <= ρ0 for ρ0 <= 3. But ρ reaches b on the sample space, and the power-mean bound is
-about 2·10⁷ δ at δ ≈ 10⁻⁸: a certificate from that range alone would need about 10⁹ samples.
+about 2·10⁷ δ at δ ≈ 10⁻⁸: a certificate from that range alone would need 10⁹–10¹⁰ samples.
 Truncating to {ρ <= ρ0} (range 1.8·10⁴ δ at ρ0 = 8) needs a certified bound on the P-mass of
 {L > ε, ρ > ρ0} (h <= e^L, so E_Q[h 1_A] <= P(A)) of a few percent of δ. The bound we tried (Gaussian
 concentration of every top-K sum of the modes, part 3 of the benchmark) does not exclude many modes
-being equally high, and leaves a range of about 5·10⁸ δ. So this module returns an estimate with its
+being equally high, and leaves a range of 8·10⁶ δ, a third of the untruncated one. So this module returns an estimate with its
 standard error only, which the tests compare with the conditional estimator where no other method
 resolves δ (``docs/matrix_mechanism.md``).
 
 Numerics: L and log W by :func:`epscert.montecarlo.matrix_kernels.log_mean_exp`, and
-Y = exp(L - log W) (-expm1(ε - L)) for L > ε, so no exponential overflows.
+Y = exp(L - log W) (-expm1(ε - L)), evaluated only where L > ε, where e^L/W <= e^{c + (1-θ) ε} (the
+power-mean step above): no exponential overflows unless that constant does.
 """
 
 from __future__ import annotations
@@ -80,7 +82,7 @@ class TiltedEstimate:
 def default_theta(pair, epsilon: float) -> float:
     """A tilt that puts the tilted mode near where {L > ε} lives: θ v̄ - v̄/2 ≈ ε + log b - 1.
 
-    Under P_i the tilted mode's x_i has mean θ v_i - v_i/2, and L > ε needs x_max near ε + log b less
+    Under component i of R_θ the tilted mode's x_i has mean θ v_i - v_i/2, and L > ε needs x_max near ε + log b less
     the log of a few near-maximal modes (about 1). A heuristic: θ changes the variance only, never the
     mean. Clamped to θ >= 1 (θ = 1 is naive sampling under P)."""
     vbar = float(np.mean(pair.diag))
@@ -95,11 +97,13 @@ def tilted_value_bound(pair, theta: float, epsilon: float, rho: np.ndarray | flo
         return np.ones_like(np.asarray(1.0 if rho is None else rho, dtype=float))
     c = theta * (theta - 1.0) * float(np.max(pair.diag)) / 2.0
     log_k = c + (theta - 1.0) * math.log(theta - 1.0) - theta * math.log(theta)
-    flat = np.exp(log_k + (1.0 - theta) * epsilon)
+    with np.errstate(over="ignore"):  # an overflow gives inf, a true (useless) upper bound
+        flat = np.exp(log_k + (1.0 - theta) * epsilon)
     if rho is None:
         return np.asarray(flat)
     log_b = pair.log_bins
-    by_rho = np.exp(log_k + (1.0 - theta) * (log_b + epsilon) + theta * np.log(np.asarray(rho, dtype=float)))
+    with np.errstate(over="ignore"):
+        by_rho = np.exp(log_k + (1.0 - theta) * (log_b + epsilon) + theta * np.log(np.asarray(rho, dtype=float)))
     return np.minimum(by_rho, flat)
 
 
@@ -115,9 +119,10 @@ def tilted_values(pair, epsilons: np.ndarray, theta: float, rng: np.random.Gener
     log_w = mk.log_mean_exp(np, theta * x - theta * (theta - 1.0) * pair.half_diag)
     rho = np.exp(x - x.max(axis=1, keepdims=True)).sum(axis=1)
     gap = epsilons[None, :] - loss[:, None]  # ε - L
-    with np.errstate(over="ignore"):  # rows with L <= ε are set to 0 below
-        values = np.exp((loss - log_w)[:, None]) * -np.expm1(np.minimum(gap, 0.0))
-    values[gap >= 0.0] = 0.0
+    inside = gap < 0.0
+    values = np.zeros(gap.shape)
+    rows, cols = np.nonzero(inside)
+    values[rows, cols] = np.exp((loss - log_w)[rows]) * -np.expm1(gap[rows, cols])
     return values, rho
 
 
@@ -125,13 +130,20 @@ def tilted_remove_estimate(pair, epsilons, samples: int, seed: int = 0, theta: f
                            ) -> TiltedEstimate:
     """Mean and standard error of δ_remove(ε) from ``samples`` draws of R_θ (θ: :func:`default_theta`
     at the middle ε unless given). ``pair``: a :class:`~epscert.montecarlo.samplers.matrix_pair.MatrixPair`."""
-    eps = np.atleast_1d(np.asarray(epsilons, dtype=float))
+    try:
+        eps = np.atleast_1d(np.asarray(epsilons, dtype=float))
+    except (TypeError, ValueError):
+        raise ValueError(f"epsilons must be a list of finite numbers >= 0, got epsilons={epsilons!r}") from None
     if eps.ndim != 1 or eps.size == 0 or not np.all(np.isfinite(eps)) or np.any(eps < 0):
         raise ValueError(f"epsilons must be finite and >= 0, got epsilons={list(np.ravel(eps))!r}")
     if isinstance(samples, bool) or not isinstance(samples, (int, np.integer)) or samples < 2:
         raise ValueError(f"samples must be an integer >= 2, got samples={samples!r}")
     seed = check_seed(seed)
-    theta = default_theta(pair, float(np.median(eps))) if theta is None else float(theta)
+    if theta is None:
+        theta = default_theta(pair, float(np.median(eps)))
+    elif isinstance(theta, bool) or not isinstance(theta, (int, float, np.integer, np.floating)):
+        raise ValueError(f"theta must be a finite number >= 1, got theta={theta!r}")
+    theta = float(theta)
     if not (math.isfinite(theta) and theta >= 1.0):
         raise ValueError(f"theta must be a finite number >= 1, got theta={theta!r}")
     rng = stream_generator(seed, STREAM_KEY)

@@ -3,12 +3,16 @@ without it, and its proven value bounds.
 
 - C = I, b | n: the allocation bracket at σ/√k (no matrix code), at δ from 1e-3 down to 4e-12.
 - Correlated modes (4 bands): the conditional estimator, another estimator on another stream, at δ ≈ 2e-7
-  and 1e-10, where naive sampling resolves nothing; and naive sampling at δ ≈ 1e-2, where it does.
+  and 1.4e-10, where naive sampling resolves nothing; and naive sampling at δ ≈ 0.1, where it does (θ = 1
+  too, which is naive sampling under P on another stream).
 - Every drawn value lies under the two proven bounds of the module docstring (a slack of 1e-9 relative
-  for rounding).
+  for rounding), and for moderate θ some value comes within a factor 2 of them (so a bound made looser
+  fails).
 
-Estimates are compared within Z_CLT standard errors (false failure 6.8e-6 per check, CLT approximation;
-the relative variance per sample is at most about 100 here, and 10^5 samples make the mean near normal).
+Estimates are compared within Z_CLT standard errors: 6.8e-6 per check under the CLT, which is optimistic
+here. The tilted values are very skewed (skewness about 400 at ε = 2.5, so about 1.3 for a mean of 10^5
+of them), which puts the one-sided tail nearer 1e-4; the seeds are fixed, so a run either passes or fails
+for good.
 """
 
 from __future__ import annotations
@@ -65,7 +69,7 @@ def test_correlated_modes_against_the_conditional_estimator():
 
 
 def test_correlated_modes_against_naive_sampling():
-    """Where naive sampling resolves δ (about 1e-2), the two agree (different streams)."""
+    """Where naive sampling resolves δ (about 0.1), the two agree (different streams)."""
     sigma, n, b, eps = 1.5, 200, 20, [3.0]
     strategy = toeplitz_strategy(BANDED, n)
     est = tilted_remove_estimate(pair_of(BANDED, n, b, sigma), eps, SAMPLES, seed=4)
@@ -78,7 +82,9 @@ def test_correlated_modes_against_naive_sampling():
 
 @pytest.mark.parametrize("theta", [1.0, 2.0, None, 9.0], ids=["naive", "2", "default", "9"])
 def test_every_value_is_under_its_proven_bounds(theta):
-    """Y <= bound 1 at the sample's ρ, and <= the power-mean bound; θ = 1 is the P-form value in [0, 1]."""
+    """Y <= bound 1 at the sample's ρ, capped by the power-mean bound; θ = 1: Y <= 1. For θ <= 2 some draw
+    comes within a factor 2 of the bound (measured: within 0.3%), so a bound made looser is caught; at
+    θ = 9 the draws sit far below it (the bound is a worst case, not a typical value)."""
     pair = pair_of(BANDED, 200, 20, 2.0)
     eps = np.array([1.0, 2.5])
     theta = default_theta(pair, 2.0) if theta is None else theta
@@ -87,21 +93,29 @@ def test_every_value_is_under_its_proven_bounds(theta):
     for j, e in enumerate(eps):
         bound = tilted_value_bound(pair, theta, e, rho)
         assert np.all(values[:, j] <= bound * (1 + 1e-9)), (theta, e, float(np.max(values[:, j] / bound)))
-        assert np.all(bound <= tilted_value_bound(pair, theta, e) * (1 + 1e-12))
+        if theta <= 2.0:
+            assert float(np.max(values[:, j] / bound)) > 0.5, (theta, e)
         assert np.count_nonzero(values[:, j]) > 100  # the bound is checked on values that occur
 
 
 def test_theta_one_is_naive_sampling_under_p():
-    """θ = 1: W = e^L, so Y = (1 - e^{ε - L})_+, the naive P-form value."""
-    pair = pair_of(BANDED, 200, 20, 1.5)
-    values, _ = tilted_values(pair, np.array([0.5]), 1.0, stream_generator(8, 1), 20_000)
-    assert np.all(values <= 1.0) and 0.01 < float(values.mean()) < 0.9
+    """θ = 1: W = e^L, so Y = (1 - e^{ε - L})_+, the naive P-form value: the same mean as the naive
+    estimator (another code path, another stream)."""
+    sigma, n, b, eps = 1.5, 200, 20, [3.0]
+    est = tilted_remove_estimate(pair_of(BANDED, n, b, sigma), eps, SAMPLES, seed=9, theta=1.0)
+    table = epscert.certify(sampler="balls_and_bins_persistent", sigma=sigma, steps=b, epsilons=eps,
+                            method="naive", samples=200_000, seed=10, strategy=toeplitz_strategy(BANDED, n),
+                            direction="remove")
+    r = row(table, epsilon=3.0)
+    assert est.max_value[0] <= 1.0 and est.std_error[0] <= 0.05 * est.delta[0]
+    assert agree(est.delta[0], est.std_error[0], r["delta"], r["std_error"]), (est.delta[0], r["delta"])
 
 
 @pytest.mark.parametrize("kwargs,field", [
     (dict(theta=0.5), "theta"), (dict(theta=float("nan")), "theta"), (dict(samples=1), "samples"),
     (dict(samples=2.5), "samples"), (dict(epsilons=[-1.0]), "epsilons"), (dict(epsilons=[]), "epsilons"),
-    (dict(seed=-1), "seed"),
+    (dict(seed=-1), "seed"), (dict(theta="x"), "theta"), (dict(theta=True), "theta"),
+    (dict(theta=[2.0]), "theta"), (dict(epsilons="abc"), "epsilons"),
 ])
 def test_bad_input_is_refused_naming_the_field(kwargs, field):
     args = dict(epsilons=[1.0], samples=10, seed=0)
