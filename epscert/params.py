@@ -109,6 +109,7 @@ class Method(str, enum.Enum):
     COMONOTONE_UPPER_BOUND = "comonotone_upper_bound"
     BRACKET_UPPER = "bracket_upper"  # the Balls-and-Bins PLD bracket (epscert.allocation), upper side
     BRACKET_LOWER = "bracket_lower"  # and its lower side
+    TILTED = "tilted"  # the matrix mechanism's loss-tilted value estimator (epscert.montecarlo.matrix_loss_tilt)
 
     @property
     def is_monte_carlo(self) -> bool:
@@ -154,7 +155,7 @@ def persistent_reduction(sampler: object, sigma: float, epochs: int) -> tuple[Sa
 
 _MONTE_CARLO = frozenset(
     {Method.NAIVE, Method.IMPORTANCE, Method.ORDER_STATS, Method.IMPORTANCE_ORDER_STATS,
-     Method.CONDITIONAL, Method.CONDITIONAL_ORDER_STATS}
+     Method.CONDITIONAL, Method.CONDITIONAL_ORDER_STATS, Method.TILTED}
 )
 
 #: Which methods each sampler supports: read from the one table of :mod:`epscert.support`
@@ -175,7 +176,7 @@ SUPPORTED_METHODS[Sampler.BALLS_AND_BINS_PERSISTENT] = SUPPORTED_METHODS[Sampler
 #: Read from the one table of :mod:`epscert.support` (mechanism ``bandmf``).
 MATRIX_METHODS = frozenset({Method.AUTO, *(Method(m) for m in support.methods_for(support.MATRIX_SAMPLER, "bandmf"))})
 #: The JAX backend's matrix-mechanism kernels (:mod:`epscert.montecarlo.backends.jax_matrix`).
-JAX_MATRIX_KERNELS = ("naive", "importance", "conditional")
+JAX_MATRIX_KERNELS = ("naive", "importance", "conditional", "tilted")
 #: Largest cycle length b of a matrix mechanism (the b x b Gram matrix: 2 GiB at 16384).
 MAX_CYCLE_LENGTH = 16384
 
@@ -379,7 +380,8 @@ class CertifyConfig:
         """The JAX value estimators (conditional; a matrix mechanism's importance and conditional) form
         (|ε| × device block) values per block, not streamed in ε passes as the loss kernels are: their
         grid is capped at EPSILONS_PER_PASS (numpy streams any grid within MAX_EPSILONS)."""
-        values = [m for m in self.resolved if m.is_conditional or (self.strategy is not None and m is Method.IMPORTANCE)]
+        values = [m for m in self.resolved
+                  if m.is_conditional or (self.strategy is not None and m in (Method.IMPORTANCE, Method.TILTED))]
         if values and len(self.epsilons) > EPSILONS_PER_PASS:
             raise ValueError(f"backend='jax' takes at most {EPSILONS_PER_PASS} values of epsilon for method="
                              f"{values[0].value!r} (EPSILONS_PER_PASS: its values are formed per block for the "

@@ -106,6 +106,8 @@ def _rows() -> tuple[Support, ...]:
         "two-sided (LCB and UCB)", **bandmf)
     add(MATRIX_SAMPLER, "conditional", "mc_ucb", "conditional value estimator (REMOVE: stratified lines, ADD: mean "
         "line); two-sided (LCB and UCB)", **bandmf)
+    add(MATRIX_SAMPLER, "tilted", "mc_ucb", "loss-tilted value estimator (REMOVE: proposal ∝ e^{θL} Q, values "
+        "within the Rényi bound; ADD: mean line); two-sided (LCB and UCB)", **bandmf)
     add(MATRIX_SAMPLER, "comonotone_upper_bound", "upper_bound", "the Gaussian of the largest mode norm: "
         "deterministic and loose", **bandmf)
     add(MATRIX_SAMPLER, "independent_lower_bound", "lower_bound", "modes taken as independent Balls-and-Bins "

@@ -39,7 +39,7 @@ from pipelines.args import ArgumentParser, UsageError
 #: Analytic methods whose ε(δ) the plot computes at δ where the file has only δ(ε) rows.
 COMPUTED_METHODS = ("exact", "pld_upper", "pld_lower", "bracket_upper", "bracket_lower", "cube_lower_bound")
 MC_METHODS = ("naive", "importance", "order_stats", "importance_order_stats", "conditional",
-              "conditional_order_stats")
+              "conditional_order_stats", "tilted")
 #: The two sides of each bracket: upper method -> lower method.
 BRACKET_PAIRS = {"bracket_upper": "bracket_lower", "pld_upper": "pld_lower"}
 #: The δ axis spans at most this many decades (below: markers on the bottom edge).

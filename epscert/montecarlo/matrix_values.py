@@ -69,6 +69,7 @@ from scipy import special
 
 from epscert.analytic.deterministic import gaussian_bracket
 from epscert.montecarlo import matrix_kernels as mk
+from epscert.montecarlo.matrix_loss_tilt import choose_order, loss_tilt, remove_tilt_log_values
 from epscert.montecarlo.samplers.base import BLOCK_ELEMENTS
 from epscert.params import Direction
 
@@ -360,14 +361,17 @@ def remove_thresholds(pair, eps0: float) -> tuple[np.ndarray, np.ndarray, float]
 class MatrixValueSampler:
     """Values Y per ε with δ = E[Y], 0 <= Y <= value_range (module docstring), for one pair.
 
-    ``method`` 'conditional' or 'importance'; ``eps0`` the smallest ε of the grid (the importance
-    events are those of ε0, valid for every ε >= ε0)."""
+    ``method`` 'conditional', 'importance' or 'tilted'; ``eps0`` the smallest ε of the grid (the importance
+    events are those of ε0, valid for every ε >= ε0); ``order`` the tilt order θ of 'tilted'
+    (:mod:`epscert.montecarlo.matrix_loss_tilt`; default: :func:`~epscert.montecarlo.matrix_loss_tilt.choose_order`
+    at ε0). 'tilted' uses the importance estimator's truncated mean for ADD (its range P_V is far below
+    the REMOVE δ wherever the REMOVE side is the dominant one)."""
 
     guarantee = "mc_upper_confidence"
 
-    def __init__(self, pair, method: str, eps0: float) -> None:
-        if method not in ("conditional", "importance"):
-            raise ValueError(f"method must be 'conditional' or 'importance', got method={method!r}")
+    def __init__(self, pair, method: str, eps0: float, order: int | None = None) -> None:
+        if method not in ("conditional", "importance", "tilted"):
+            raise ValueError(f"method must be 'conditional', 'importance' or 'tilted', got method={method!r}")
         self.pair, self.method, self.eps0 = pair, method, float(eps0)
         b = pair.bins
         u = np.full(b, 1.0 / b)
@@ -379,6 +383,9 @@ class MatrixValueSampler:
         if method == "conditional":
             self.lines = RemoveLines(pair)
             self.lines_per_sample = min(b, LINES_PER_SAMPLE)
+        elif method == "tilted":
+            self.tilt = loss_tilt(pair, choose_order(pair, [self.eps0]) if order is None else order)
+            self.order = self.tilt.theta
         else:
             self.thresholds, self.log_p, self.log_m = remove_thresholds(pair, self.eps0)
             flat = np.exp(self.log_p.ravel() - self.log_p.max())
@@ -391,7 +398,7 @@ class MatrixValueSampler:
         return 4 * self.pair.bins
 
     def block_size(self) -> int:
-        if self.method == "importance":
+        if self.method in ("importance", "tilted"):
             return max(IMPORTANCE_MIN_BLOCK, IMPORTANCE_BLOCK_ELEMENTS // self.pair.bins)
         return max(1, BLOCK_ELEMENTS // self.width())
 
@@ -408,9 +415,11 @@ class MatrixValueSampler:
         eps = np.asarray(epsilons, dtype=np.float64)
         up = 1.0 + 4 * FLOAT_REL
         if direction is Direction.ADD:
-            if self.method == "importance":
+            if self.method in ("importance", "tilted"):
                 return np.full(eps.shape, math.exp(self.add_log_prob) * up)
             return np.exp([add_bound_log_prob(self.var_u, self.vbar, e) for e in eps]) * up
+        if self.method == "tilted":
+            return self.tilt.value_range(eps)
         if self.method == "importance":
             return np.full(eps.shape, math.exp(self.log_m) * up)
         total = np.zeros_like(eps)
@@ -439,6 +448,9 @@ class MatrixValueSampler:
             u = 1.0 - rng.random(n)
             return add_importance_log_values(np, NumpySpecial, g_noise, u, self.d_mean, pair.half_diag, self.var_u,
                                              self.add_log_prob, eps, -self.eps0 + 0.5 * self.vbar)
+        if self.method == "tilted":
+            tuples = self.tilt.draw_tuples(rng.random((n, self.order)))
+            return remove_tilt_log_values(np, g_noise, tuples, pair.g, pair.half_diag, self.tilt.log_z, self.order, eps)
         if self.method == "conditional":
             lines = self.lines
             chosen = stratified_lines(rng.integers(0, pair.bins, size=n), pair.bins, self.lines_per_sample)

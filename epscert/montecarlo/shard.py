@@ -27,6 +27,7 @@ from epscert.montecarlo.samplers.base import BLOCK_ELEMENTS
 from epscert.params import EPSILONS_PER_PASS, CertifyConfig, Direction, Method
 from epscert.rng import block_generator, block_ranges, stream_key_words
 from epscert.montecarlo import backends
+from epscert.montecarlo.matrix_loss_tilt import choose_order
 from epscert.montecarlo.matrix_values import MatrixValueSampler
 from epscert.montecarlo.samplers import loss_sampler, matrix_pair
 
@@ -171,14 +172,16 @@ def run_shard(task: ShardTask, progress: Callable[[int], None] | None = None) ->
 def uses_values(config: CertifyConfig, method: Method) -> bool:
     """Whether ``method`` draws values per ε (conditional estimators, the matrix mechanism's importance
     estimator) rather than losses."""
-    return method.is_conditional or (config.strategy is not None and method is Method.IMPORTANCE)
+    return method.is_conditional or (config.strategy is not None and method in (Method.IMPORTANCE, Method.TILTED))
 
 
 def value_sampler(config: CertifyConfig, method: Method):
     """The value sampler of a validated config: :class:`~epscert.montecarlo.conditional.ConditionalSampler`
     for Balls-and-Bins, :class:`~epscert.montecarlo.matrix_values.MatrixValueSampler` for a strategy."""
     if config.strategy is not None:
-        return MatrixValueSampler(matrix_pair(config), method.value, min(config.epsilons))
+        pair = matrix_pair(config)
+        order = choose_order(pair, config.epsilons) if method is Method.TILTED else None
+        return MatrixValueSampler(pair, method.value, min(config.epsilons), order=order)
     return conditional_sampler(config, method)
 
 

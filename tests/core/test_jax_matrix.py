@@ -54,7 +54,7 @@ def test_the_same_inputs_give_the_same_values_on_both_namespaces():
     np.testing.assert_allclose(np.asarray(loss_dev), mk.naive_losses(np, g, -pair.half_diag, False), rtol=1e-12)
 
 
-@pytest.mark.parametrize("method", ["naive", pytest.param("importance", marks=pytest.mark.slow),
+@pytest.mark.parametrize("method", ["naive", "tilted", pytest.param("importance", marks=pytest.mark.slow),
                                     pytest.param("conditional", marks=pytest.mark.slow)])
 def test_jax_and_numpy_agree_within_clt(method):
     """Different streams, same law: |difference| <= 4.5 combined SE for 8 statistics per method.
@@ -81,7 +81,7 @@ def test_jax_rows_are_deterministic_and_refuse_order_stats():
 
 
 @pytest.mark.parametrize("backend", ["numpy", "jax"])
-@pytest.mark.parametrize("method", ["naive", "importance", "conditional"])
+@pytest.mark.parametrize("method", ["naive", "importance", "conditional", "tilted"])
 def test_matrix_rows_do_not_depend_on_the_shard_layout(backend, method):
     """A shard is a range of the stream (SPEC §10): 1, 2 and 5 shards of a matrix run give the same rows
     (blocks split between shards included: 700 samples in blocks of up to 1024)."""
@@ -98,7 +98,7 @@ def test_auto_backend_is_decided_for_matrix_value_estimators():
     from epscert.montecarlo.backends import resolved_here  # noqa: PLC0415
     from epscert.params import CertifyConfig  # noqa: PLC0415
 
-    for method in ("conditional", "importance", "naive"):
+    for method in ("conditional", "importance", "naive", "tilted"):
         config = CertifyConfig("balls_and_bins_persistent", 2.0, 4, (1.0,), methods=(method,), samples=100,
                                strategy=toeplitz_strategy(C_COL, 10), backend="auto")
         assert resolved_here(config) in ("numpy", "jax")

@@ -23,7 +23,7 @@ from .helpers import Z_CLT, agree, row, rows_by
 
 N, B, BANDS, SIGMA = 200, 20, 8, 3.0
 EPS = [0.5, 1.0, 2.0, 3.0]
-MC = {"naive": (60_000, 1), "importance": (40_000, 2), "conditional": (4_000, 3)}  # samples, seed
+MC = {"naive": (60_000, 1), "importance": (40_000, 2), "conditional": (4_000, 3), "tilted": (40_000, 4)}  # samples, seed
 BETA = 1e-3
 
 

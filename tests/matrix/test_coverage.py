@@ -83,7 +83,7 @@ def run_coverage(strategy, sigma, b, eps, method, samples, runs, truth_lower, tr
     return failures
 
 
-FAST = {"naive": 4000, "importance": 2000, "conditional": 400}
+FAST = {"naive": 4000, "importance": 2000, "conditional": 400, "tilted": 2000}
 
 
 @pytest.mark.parametrize("method", sorted(FAST))
@@ -97,7 +97,7 @@ def test_identity_strategy_coverage(method):
     assert len(failures) == (4 if method == "naive" else 8)
 
 
-SLOW = {"naive": 5000, "importance": 5000, "conditional": 800}
+SLOW = {"naive": 5000, "importance": 5000, "conditional": 800, "tilted": 5000}
 BANDED = dict(sigma=3.0, n=200, b=20, eps=(1.0, 2.0), bands=8)
 
 

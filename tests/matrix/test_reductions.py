@@ -6,7 +6,7 @@
 - b = 1: one mode C 1, the Gaussian mechanism with sensitivity ||C 1||: SPEC §7's closed form at
   σ/||C 1|| (:func:`epscert.analytic.deterministic.gaussian_bracket`), ||C 1|| from the explicit matrix.
 
-Every Monte Carlo method (naive, importance, conditional) in both directions: its estimate lies
+Every Monte Carlo method (naive, importance, conditional, tilted) in both directions: its estimate lies
 within Z_CLT standard errors of the bracket (false failure 6.8e-6 per check), its certified UCB is
 above the bracket's lower side and its LCB below the upper side (each fails with probability at most
 β/2 = 5e-4 per direction, error_prob = 1e-3 split over the two directions).
@@ -27,7 +27,7 @@ from epscert.strategies import toeplitz_strategy
 from .helpers import row, within_clt
 
 BETA = 1e-3
-METHODS = {"naive": 20_000, "importance": 20_000, "conditional": 4_000}
+METHODS = {"naive": 20_000, "importance": 20_000, "conditional": 4_000, "tilted": 20_000}
 
 
 def check_against(table, method: str, direction: str, eps: float, lower: float, upper: float,
@@ -64,8 +64,9 @@ def test_identity_strategy_is_persistent_balls_and_bins(sigma, c, n, b, eps, met
     for direction in ("remove", "add"):
         upper, lower = bracket.delta(list(eps), direction)
         for i, e in enumerate(eps):
-            # the conditional estimator resolves every δ here; the others where δ is not rare
-            resolves = method == "conditional" or lower[i] * METHODS[method] > 400
+            # the conditional estimator (and the tilted one, REMOVE) resolves every δ here; the others where δ is not rare
+            resolves = (method == "conditional" or (method == "tilted" and direction == "remove")
+                        or lower[i] * METHODS[method] > 400)
             check_against(table, method, direction, e, lower[i], upper[i], resolves)
 
 
@@ -113,7 +114,8 @@ def test_one_bin_is_the_gaussian_mechanism(n, c_col, sigma, eps, method):
     for direction in ("remove", "add"):
         for i, e in enumerate(eps):
             check_against(table, method, direction, e, lower[i], upper[i],
-                          resolves=method == "conditional" or lower[i] * METHODS[method] > 400)
+                          resolves=(method == "conditional" or (method == "tilted" and direction == "remove")
+                                    or lower[i] * METHODS[method] > 400))
     if method == "conditional":  # one mode: the line integral is the closed form itself, sample by sample
         for i, e in enumerate(eps):
             r = row(table, method=method, direction="remove", epsilon=e)

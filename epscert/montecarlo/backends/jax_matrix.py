@@ -28,6 +28,7 @@ import numpy as np
 
 from epscert.montecarlo import matrix_kernels as mk
 from epscert.montecarlo import matrix_values as mv
+from epscert.montecarlo.matrix_loss_tilt import remove_tilt_log_values
 from epscert.montecarlo.accumulator import DirectionSums
 from epscert.montecarlo.backends.jax_backend import FETCH_EVERY, block_size, drain_sums, grid_halves
 from epscert.rng import block_ranges
@@ -71,7 +72,7 @@ def check_supported(sampler, method: Method) -> None:
         return
     if isinstance(sampler, mv.MatrixValueSampler) and method.value == sampler.method:
         return
-    raise ValueError(f"backend='jax' has matrix-mechanism kernels for naive, importance and conditional only, "
+    raise ValueError(f"backend='jax' has matrix-mechanism kernels for naive, importance, conditional and tilted only, "
                      f"got method={method.value!r} with {type(sampler).__name__}")
 
 
@@ -157,7 +158,7 @@ def value_blocks(sampler: mv.MatrixValueSampler, direction: Direction, key_words
 
     n_block = block_size(width(sampler), start + samples if stream_samples is None else stream_samples)
     fn = _value_fn(sampler.pair, sampler.method, sampler.eps0, direction.value, n_block,
-                   tuple(float(e) for e in epsilons))
+                   tuple(float(e) for e in epsilons), getattr(sampler, "order", None))
     with jax.enable_x64(True):
         base = jax.random.wrap_key_data(np.asarray(key_words, dtype=np.uint32), impl="threefry2x32")
         pending: list = []
@@ -172,12 +173,13 @@ def value_blocks(sampler: mv.MatrixValueSampler, direction: Direction, key_words
 
 
 @functools.lru_cache(maxsize=16)
-def _value_fn(pair, method: str, eps0: float, direction: str, n: int, epsilons: tuple[float, ...]):
+def _value_fn(pair, method: str, eps0: float, direction: str, n: int, epsilons: tuple[float, ...],
+              order: int | None = None):
     """jit(base key, block index) -> (|ε|, n) logs of the values of one block."""
     import jax
     import jax.numpy as jnp
 
-    sampler = mv.MatrixValueSampler(pair, method, eps0)
+    sampler = mv.MatrixValueSampler(pair, method, eps0, order=order)
     b = pair.bins
     eps = list(epsilons)
     sp = JaxSpecial
@@ -190,6 +192,9 @@ def _value_fn(pair, method: str, eps0: float, direction: str, n: int, epsilons: 
             lines = sampler.lines
             consts = (jnp.asarray(lines.idx), jnp.asarray(lines.d), jnp.asarray(lines.mask),
                       jnp.asarray(lines.self_or_near), jnp.asarray(lines.v))
+        elif sampler.method == "tilted":
+            log_tables = [jnp.log(jnp.asarray(t)) for t in sampler.tilt.tables]
+            log_weights = jnp.asarray(pair.g)  # log W = G
         else:
             kriging = jnp.asarray(sampler.kriging)
             thresholds = jnp.asarray(sampler.thresholds)
@@ -209,6 +214,18 @@ def _value_fn(pair, method: str, eps0: float, direction: str, n: int, epsilons: 
             u = 1.0 - jax.random.uniform(k_a, (n,), dtype=jnp.float64)
             return mv.add_importance_log_values(jnp, sp, g, u, d_mean, half, sampler.var_u, sampler.add_log_prob,
                                                 eps, -sampler.eps0 + 0.5 * sampler.vbar)
+        if sampler.method == "tilted":
+            theta = sampler.order
+            keys = jax.random.split(k_a, theta)
+            picks = []
+            for m in range(theta):  # index m from its exact conditional (matrix_loss_tilt's tables)
+                if m < theta - 1:
+                    logits = log_tables[m][tuple(picks)] if m else jnp.broadcast_to(log_tables[0], (n, b))
+                else:
+                    logits = sum(log_weights[k] for k in picks) if picks else jnp.zeros((n, b))
+                picks.append(jax.random.categorical(keys[m], logits, axis=-1))
+            tuples = jnp.stack(picks, axis=1)
+            return remove_tilt_log_values(jnp, g, tuples, g_rows, half, sampler.tilt.log_z, theta, eps)
         if sampler.method == "conditional":
             offset = jax.random.randint(k_a, (n,), 0, b)
             chosen = mv.stratified_lines(offset, b, sampler.lines_per_sample, jnp)
