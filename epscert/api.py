@@ -59,7 +59,7 @@ def certify(
     ``strategy`` (:func:`epscert.strategies.toeplitz_strategy` or :func:`~epscert.strategies.dense_strategy`)
     certifies the matrix mechanism (DP-FTRL / BandMF) instead of DP-SGD: ``sampler`` must be
     ``balls_and_bins_persistent`` and ``steps`` is the cycle length b (``epochs`` is then the number of
-    cycles, ceil(n/b)); methods ``naive``, ``importance``, ``conditional`` (``auto``) and the
+    cycles, ceil(n/b)); methods ``naive``, ``importance``, ``conditional``, ``tilted`` (``auto``) and the
     deterministic ``independent_lower_bound`` / ``comonotone_upper_bound``
     (:mod:`epscert.montecarlo.samplers.matrix_pair`).
     ``target_rel_width`` (with ``max_samples``, default 64 x ``samples``): Monte Carlo methods run

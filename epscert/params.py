@@ -169,8 +169,8 @@ SUPPORTED_METHODS[Sampler.BALLS_AND_BINS_PERSISTENT] = SUPPORTED_METHODS[Sampler
     Method.CONDITIONAL, Method.CONDITIONAL_ORDER_STATS}
 
 #: Methods of the matrix mechanism (a ``strategy`` with ``balls_and_bins_persistent``,
-#: :mod:`epscert.montecarlo.samplers.matrix_pair`): Monte Carlo ``naive``, ``importance`` and
-#: ``conditional`` (``auto``), the deterministic bounds of :mod:`epscert.analytic.matrix`, ``exact``
+#: :mod:`epscert.montecarlo.samplers.matrix_pair`): Monte Carlo ``naive``, ``importance``,
+#: ``conditional`` and ``tilted`` (``auto``), the deterministic bounds of :mod:`epscert.analytic.matrix`, ``exact``
 #: for one bin (b = 1) and the Balls-and-Bins bracket (``bracket_upper``/``bracket_lower``) for C = c·I
 #: when b divides n. Order statistics need exchangeable coordinates, which correlated modes are not.
 #: Read from the one table of :mod:`epscert.support` (mechanism ``bandmf``).
@@ -467,7 +467,7 @@ class CertifyConfig:
                 raise ValueError(f"method={m.value!r} (the Balls-and-Bins bracket) needs C = c*I and steps dividing "
                                  f"iterations, got {self.strategy.describe()} with iterations={n}, steps={b}; use "
                                  "independent_lower_bound / comonotone_upper_bound or a Monte Carlo method")
-        set_("resolved", tuple(dict.fromkeys(Method.CONDITIONAL if m is Method.AUTO else m for m in self.methods)))
+        set_("resolved", tuple(dict.fromkeys(Method.TILTED if m is Method.AUTO else m for m in self.methods)))
         if self.shards > self.samples and any(m.is_monte_carlo for m in self.resolved):
             raise ValueError(f"shards must be <= samples, got shards={self.shards}, samples={self.samples}")
         brackets = (Method.INDEPENDENT_LOWER_BOUND, Method.BRACKET_UPPER, Method.BRACKET_LOWER)

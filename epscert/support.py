@@ -181,7 +181,7 @@ def _answer(mechanism: str, sampler: str) -> str:
     if mechanism == "bandmf":
         words.update(bracket_upper="the Balls-and-Bins PLD bracket (C = c·I, b divides n)",
                      comonotone_upper_bound="the comonotone Gaussian (upper bound)",
-                     auto="Monte Carlo conditional UCB (run unless the bracket answered)")
+                     auto="Monte Carlo loss-tilted UCB (run unless the bracket answered)")
     parts = []
     for m in CANDIDATES.get((mechanism, sampler), ()):
         if m == "exact":

@@ -43,7 +43,7 @@ Matrix mechanism (DP-FTRL / BandMF, :mod:`epscert.mechanism`)::
     epsilons: [2, 4, 8]
 
 ``strategy_matrix`` (a path, or a list of paths, to dense ``.npy`` matrices) replaces ``c_col``; a
-strategy implies the sampler ``balls_and_bins_persistent`` and the method ``auto`` (conditional);
+strategy implies the sampler ``balls_and_bins_persistent`` and the method ``auto`` (tilted);
 ``baselines: true`` adds its deterministic bounds. c_col files are read when the spec is expanded;
 dense matrices are referenced by path and SHA-256, so workers need the same file at the same path.
 Relative paths are relative to the working directory.

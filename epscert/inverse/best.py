@@ -21,7 +21,7 @@ Candidates (the one table, :data:`epscert.support.CANDIDATES`):
   Balls-and-Bins bracket's upper side ``bracket_upper`` when C = c·I and b divides n (the pair is then
   Balls-and-Bins at σ/(c√k), within the bracket's range), the comonotone Gaussian upper bound
   ``comonotone_upper_bound`` (:mod:`epscert.allocation.matrix`), then Monte Carlo (``auto``: the
-  configuration's method, ``conditional`` by default). No sample floor is applied: its value
+  configuration's method, ``tilted`` by default). No sample floor is applied: its value
   estimators have ranges B(ε) below 1.
 
 Two-sided answer. Beside the tightest upper bound, :class:`Certificate` carries the largest

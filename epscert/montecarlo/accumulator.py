@@ -19,7 +19,7 @@ from typing import Iterable
 
 import numpy as np
 
-from epscert.montecarlo.exactfloat import UNIT_LOG2, float_sum_rows
+from epscert.montecarlo.exactfloat import UNIT_LOG2, RowSums, float_sum_rows
 from epscert.montecarlo.exactsum import GRID_LOG2, grid_sum_rows
 from epscert.params import Direction
 
@@ -114,6 +114,27 @@ def add(acc: Accumulator, direction: Direction, losses: np.ndarray, epsilons: tu
         sums_y2 = [a + b for a, b in zip(sums_y2, grid_sum_rows(y))]
     block = DirectionSums(int(losses.size), tuple(sums_y), tuple(sums_y2))
     return merge([acc, Accumulator(((direction, block),))])
+
+
+class ValueSums:
+    """Exact sums of (|grid|, n) values, their squares and (k, n) extra values over many blocks
+    (:class:`~epscert.montecarlo.exactfloat.RowSums`: integers formed once, in :meth:`fold_into`)."""
+
+    def __init__(self, n_eps: int, n_extra: int) -> None:
+        self.count = 0
+        self.y, self.y2, self.extra = RowSums(n_eps), RowSums(n_eps), RowSums(n_extra)
+
+    def add(self, values: np.ndarray, extra: np.ndarray) -> None:
+        values = np.asarray(values, dtype=np.float64)
+        self.y.add(values)
+        self.y2.add(values * values)
+        self.extra.add(extra)
+        self.count += int(values.shape[1])
+
+    def fold_into(self, acc: Accumulator, direction: Direction) -> Accumulator:
+        block = DirectionSums(self.count, tuple(self.y.totals()), tuple(self.y2.totals()), UNIT_LOG2,
+                              tuple(self.extra.totals()))
+        return merge([acc, Accumulator(((direction, block),))])
 
 
 def add_values(acc: Accumulator, direction: Direction, values: np.ndarray, extra: np.ndarray) -> Accumulator:

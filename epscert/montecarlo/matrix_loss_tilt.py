@@ -29,10 +29,11 @@ B_θ(ε) is the Chernoff (Rényi) bound on δ itself, so the range of the values
 Rényi-DP bound and δ: at n = 2000, b = 100, 16 bands, σ = 4.61, θ = 4 it is about 60 δ at δ ≈ 10⁻⁶ and
 400 δ at δ ≈ 10⁻⁸, where the naive range (1) is 10⁶ and 10⁸ times δ. A KL or empirical Bernstein
 bound at that range (:func:`epscert.results.rows.matrix_value_rows`) certifies δ to a few percent from
-about 10⁵ samples. The ADD direction of this method uses the importance estimator's truncated mean
-(:func:`epscert.montecarlo.matrix_values.add_importance_log_values`, range P_V = Φ(ŝ(ε0)/√v_u)): at the
-setting above P_V is about 5·10⁻⁶ while δ_add(4) is about 10⁻¹⁸, so its certificate at 10⁵ samples sits
-two orders below the REMOVE δ.
+about 10⁵ samples. The ADD direction of this method uses the conditional estimator's mean line
+(:func:`epscert.montecarlo.matrix_values.add_line_log_values`, range Φ(ŝ(ε)/√v_u), which falls with ε):
+at the setting above δ_add(4) is about 10⁻¹⁸ and its certificate is far below the REMOVE δ. The
+importance estimator's truncated mean is cheaper, but its range is fixed at the grid's smallest ε, so
+on a wide grid its UCB, not the REMOVE one, set the 'both' row.
 
 The order. Larger θ moves the proposal's mass to larger L. The sampler takes the θ in 1..θ_max that
 minimises B_θ at the reference ε (the median of the grid), which is also the θ of the tightest

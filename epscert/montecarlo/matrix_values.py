@@ -62,6 +62,7 @@ tail, a factor of a few).
 
 from __future__ import annotations
 
+import contextlib
 import math
 
 import numpy as np
@@ -272,35 +273,53 @@ def _newton_active(a, dk, log_far, v, log_big, start, live):
     return flat.reshape(n, b)
 
 
-def add_line_log_values(xp, sp, g, d, half_diag, var_u, log_b, eps_list):
+def add_line_log_values(xp, sp, g, d, half_diag, var_u, log_b, eps_list, groups=None):
     """(|ε|, N) logs of the values J of the ADD line estimator along the mean (module docstring).
 
-    ``d`` = G u / (uᵀ G u) with u = 1/b, ``var_u`` = uᵀ G u. The root of S(s) = b/K is found by
-    Newton on log S from ŝ = -ε + v̄/2 (where log S >= log(b/K) by Jensen), so every iterate is
-    above the root; J is formed as Φ(s*/√v_u) (1 - Σ_k e^{l_k}) in log space.
+    ``d`` = G u / (uᵀ G u) with u = 1/b, ``var_u`` = uᵀ G u. Modes with the same d_k move together along
+    the line, so S(s) = Σ_u A_u e^{s d_u} with A_u = Σ_{k: d_k = d_u} e^{a_k}: ``groups`` = (levels d_u,
+    b x U one-hot of each mode's level; :func:`line_groups`) makes every per-ε step work on U columns
+    instead of b (U = 1 for a circulant G); None keeps one group per mode. The root of S(s) = b/K is found
+    by Newton on log S from ŝ = -ε + v̄/2 (where log S >= log(b/K) by Jensen), so every iterate is above
+    the root; J is formed as Φ(s*/√v_u) (1 - (K/b) Σ_u A_u e^{d_u² v_u/2} Φ((s* - d_u v_u)/√v_u)/Φ(s*/√v_u))
+    in log space.
     """
     s_mean = xp.mean(g, axis=1)
     a = g - s_mean[:, None] * d - half_diag  # a_k = (g_⊥)_k - v_k/2
+    if groups is None:
+        levels, log_a = d, a
+    else:
+        levels, onehot = groups
+        top = xp.max(a, axis=1, keepdims=True)
+        with np.errstate(divide="ignore") if xp is np else contextlib.nullcontext():  # an underflowed A_u: -inf
+            log_a = xp.log(xp.exp(a - top) @ onehot) + top  # log A_u
     vbar = 2.0 * xp.mean(half_diag)
     sd = math.sqrt(var_u)
     out = []
     for eps in eps_list:
         log_target = log_b - eps  # log(b/K)
         def step(_, s, log_target=log_target):
-            terms = a + s[:, None] * d
+            terms = log_a + s[:, None] * levels
             top = xp.max(terms, axis=1)
             w = xp.exp(terms - top[:, None])
             total = xp.sum(w, axis=1)
             f = top + xp.log(total) - log_target
-            return s - xp.where(f > 0, f * total / xp.sum(w * d, axis=1), 0.0)
+            return s - xp.where(f > 0, f * total / xp.sum(w * levels, axis=1), 0.0)
 
         s = sp.fori_loop(0, NEWTON_STEPS, step, xp.full(s_mean.shape, -eps + 0.5 * vbar))
         base = sp.log_ndtr(s / sd)
-        logs = a + 0.5 * d * d * var_u + sp.log_ndtr((s[:, None] - d * var_u) / sd) - log_target - base[:, None]
-        inner = xp.sum(xp.exp(logs), axis=1)  # = (K/b) Σ_k e^{a_k + d_k² v/2} Φ(.)/Φ(s*/√v)
+        logs = (log_a + 0.5 * levels * levels * var_u + sp.log_ndtr((s[:, None] - levels * var_u) / sd) - log_target
+                - base[:, None])
+        inner = xp.sum(xp.exp(logs), axis=1)  # = (K/b) Σ_u A_u e^{d_u² v/2} Φ(.)/Φ(s*/√v)
         rest = 1.0 - inner
         out.append(xp.where(rest > 0, base + xp.log(xp.where(rest > 0, xp.minimum(rest, 1.0), 1.0)), -xp.inf))
     return xp.stack(out)
+
+
+def line_groups(d: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(levels, one-hot b x U) of the distinct values of d, for :func:`add_line_log_values`."""
+    levels, index = np.unique(d, return_inverse=True)
+    return levels, (index[:, None] == np.arange(levels.size)[None, :]).astype(np.float64)
 
 
 def add_bound_log_prob(var_u: float, vbar: float, eps: float) -> float:
@@ -364,8 +383,9 @@ class MatrixValueSampler:
     ``method`` 'conditional', 'importance' or 'tilted'; ``eps0`` the smallest ε of the grid (the importance
     events are those of ε0, valid for every ε >= ε0); ``order`` the tilt order θ of 'tilted'
     (:mod:`epscert.montecarlo.matrix_loss_tilt`; default: :func:`~epscert.montecarlo.matrix_loss_tilt.choose_order`
-    at ε0). 'tilted' uses the importance estimator's truncated mean for ADD (its range P_V is far below
-    the REMOVE δ wherever the REMOVE side is the dominant one)."""
+    at ε0). 'tilted' uses the conditional estimator's mean line for ADD (its range Φ(ŝ(ε)/√v_u) falls with
+    every ε of the grid; the importance estimator's P_V(ε0) does not, and a wide grid left the 'both'
+    UCB at its ADD range)."""
 
     guarantee = "mc_upper_confidence"
 
@@ -378,6 +398,7 @@ class MatrixValueSampler:
         gu = pair.g @ u
         self.var_u = float(u @ gu)
         self.d_mean = gu / self.var_u
+        self.d_groups = line_groups(self.d_mean)
         self.vbar = float(np.mean(pair.diag))
         self.kriging = pair.g / pair.diag[None, :]
         if method == "conditional":
@@ -415,7 +436,7 @@ class MatrixValueSampler:
         eps = np.asarray(epsilons, dtype=np.float64)
         up = 1.0 + 4 * FLOAT_REL
         if direction is Direction.ADD:
-            if self.method in ("importance", "tilted"):
+            if self.method == "importance":
                 return np.full(eps.shape, math.exp(self.add_log_prob) * up)
             return np.exp([add_bound_log_prob(self.var_u, self.vbar, e) for e in eps]) * up
         if self.method == "tilted":
@@ -442,9 +463,9 @@ class MatrixValueSampler:
         """(|ε|, n) logs of the values, from g_noise = L_G ξ and the rest of the draws taken from rng."""
         pair = self.pair
         if direction is Direction.ADD:
-            if self.method == "conditional":
+            if self.method in ("conditional", "tilted"):
                 return add_line_log_values(np, NumpySpecial, g_noise, self.d_mean, pair.half_diag, self.var_u,
-                                           pair.log_bins, eps)
+                                           pair.log_bins, eps, self.d_groups)
             u = 1.0 - rng.random(n)
             return add_importance_log_values(np, NumpySpecial, g_noise, u, self.d_mean, pair.half_diag, self.var_u,
                                              self.add_log_prob, eps, -self.eps0 + 0.5 * self.vbar)

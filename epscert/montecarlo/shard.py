@@ -217,31 +217,30 @@ def run_conditional_shard(task: ShardTask, progress: Callable[[int], None] | Non
     for direction in directions:
         ranges = sampler.value_range(direction, config.epsilons)
         taus = np.stack([truncation_levels(float(b)) for b in ranges])[:, :, None]  # (|ε|, LEVELS, 1)
+        sums = acc_mod.ValueSums(n_eps, n_eps * LEVELS)  # exact, turned into integers once per direction
 
-        def fold(acc, y):
+        def fold(y):
             for start in range(0, y.shape[1], block):  # host temporaries bounded by the numpy block
                 part = y[:, start:start + block]
-                extra = np.minimum(part[:, None, :], taus).reshape(n_eps * LEVELS, part.shape[1])
-                acc = acc_mod.add_values(acc, direction, part, extra)
+                sums.add(part, np.minimum(part[:, None, :], taus).reshape(n_eps * LEVELS, part.shape[1]))
                 if progress is not None:
                     progress(part.shape[1])
-            return acc
 
         if backend == "jax" and config.strategy is not None:  # log-values on the device, exact sums on the host
             words = stream_key_words(config.seed, key, task.stream, _DIRECTION_INDEX[direction])
             for y in jax_matrix.value_blocks(sampler, direction, words, task.samples, config.epsilons, task.start,
                                              task.stream_samples):
-                acc = fold(acc, y)
-            continue
-        if backend == "jax":  # log-sums drawn on the device, values and exact sums on the host
+                fold(y)
+        elif backend == "jax":  # log-sums drawn on the device, values and exact sums on the host
             words = stream_key_words(config.seed, key, task.stream, _DIRECTION_INDEX[direction])
             for log_r, log_m in jax_conditional.blocks(sampler, direction, words, task.samples, task.start,
                                                        task.stream_samples):
-                acc = fold(acc, sampler.values(direction, log_r, log_m, config.epsilons))
-            continue
-        for rng, n, lo, hi in _numpy_blocks(task, key, direction, block):
-            values = sampler.draw(rng, n, direction, config.epsilons)
-            acc = fold(acc, values if (lo, hi) == (0, n) else values[:, lo:hi])
+                fold(sampler.values(direction, log_r, log_m, config.epsilons))
+        else:
+            for rng, n, lo, hi in _numpy_blocks(task, key, direction, block):
+                values = sampler.draw(rng, n, direction, config.epsilons)
+                fold(values if (lo, hi) == (0, n) else values[:, lo:hi])
+        acc = sums.fold_into(acc, direction)
     return acc_mod.tagged(acc, tag)
 
 

@@ -48,9 +48,18 @@ def test_the_same_inputs_give_the_same_values_on_both_namespaces():
         add_dev = jax.jit(lambda g_: mv.add_line_log_values(
             jnp, jax_matrix.JaxSpecial, g_, jnp.asarray(sampler.d_mean), jnp.asarray(pair.half_diag), sampler.var_u,
             pair.log_bins, eps))(jnp.asarray(g))
+        grouped_dev = jax.jit(lambda g_: mv.add_line_log_values(
+            jnp, jax_matrix.JaxSpecial, g_, jnp.asarray(sampler.d_mean), jnp.asarray(pair.half_diag), sampler.var_u,
+            pair.log_bins, eps, tuple(jnp.asarray(x) for x in sampler.d_groups)))(jnp.asarray(g))
         loss_dev = mk.naive_losses(jnp, jnp.asarray(g), jnp.asarray(-pair.half_diag), False)
     np.testing.assert_allclose(np.exp(np.asarray(dev)), np.exp(host), rtol=1e-9, atol=0)
     np.testing.assert_allclose(np.exp(np.asarray(add_dev)), np.exp(add_host), rtol=1e-9, atol=0)
+    # modes grouped by their slope along the line (fewer columns per ε step): the same values
+    grouped = mv.add_line_log_values(np, mv.NumpySpecial, g, sampler.d_mean, pair.half_diag, sampler.var_u,
+                                     pair.log_bins, eps, sampler.d_groups)
+    assert sampler.d_groups[0].size < pair.bins
+    np.testing.assert_allclose(np.exp(grouped), np.exp(add_host), rtol=1e-9, atol=0)
+    np.testing.assert_allclose(np.exp(np.asarray(grouped_dev)), np.exp(add_host), rtol=1e-9, atol=0)
     np.testing.assert_allclose(np.asarray(loss_dev), mk.naive_losses(np, g, -pair.half_diag, False), rtol=1e-12)
 
 

@@ -61,12 +61,12 @@ def test_one_bin_is_the_gaussian_mechanism_with_sensitivity_norm_of_c_ones():
 
 
 def test_banded_interval_holds_a_naive_estimate_on_another_stream():
-    """The certified δ(ε) interval of the conditional estimator (the auto Monte Carlo method) against
+    """The certified δ(ε) interval of the loss-tilted estimator (the auto Monte Carlo method) against
     naive Monte Carlo with another seed (b = 4 does not divide n = 10). False failure <= 2e-6."""
     st = toeplitz_strategy(C_COL, 10)
     acc = epscert.Accountant(noise_multiplier=1.5, strategy=st, cycle_length=4, samples=3000, seed=1)
     lower, estimate, upper = acc.delta_interval(1.0)
-    assert acc.last_certificate.method == "conditional" and lower <= estimate <= upper
+    assert acc.last_certificate.method == "tilted" and lower <= estimate <= upper
     table = epscert.certify(sampler="balls_and_bins_persistent", sigma=1.5, steps=4, epsilons=[1.0], method="naive",
                             samples=200_000, seed=7, strategy=st)
     naive = next(r for r in table.to_pylist() if r["direction"] == "both")
@@ -82,7 +82,7 @@ def test_epsilon_interval_brackets_the_delta_interval_inverse():
     acc = epscert.Accountant(noise_multiplier=1.5, strategy=st, cycle_length=4, samples=3000, seed=2)
     lower, estimate, upper = acc.epsilon_interval(1e-3)
     assert 0.0 < lower <= estimate <= upper < math.inf
-    row = next(r for r in acc.last_certificate.rows if r["method"] == "conditional")
+    row = next(r for r in acc.last_certificate.rows if r["method"] == "tilted")
     assert row["epsilon_lower"] == lower and row["epsilon_upper"] == upper and row["bound"] == ead.MATRIX_GRID_BOUND
     assert epscert.Accountant(noise_multiplier=1.5, strategy=st, cycle_length=4, samples=3000,
                               seed=3).get_delta(upper) <= 1e-3 * 1.5  # a fresh run at ε̂ is near δ or below

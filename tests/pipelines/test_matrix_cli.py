@@ -43,7 +43,7 @@ def test_strategy_flags_give_the_api_configuration(tmp_path):
 def test_matrix_baselines_are_its_own_deterministic_bounds():
     job = certify.prepare(MATRIX)
     methods = sorted(m.value for c in job.configs for m in c.resolved)
-    assert methods == ["comonotone_upper_bound", "conditional", "independent_lower_bound"]
+    assert methods == ["comonotone_upper_bound", "independent_lower_bound", "tilted"]  # auto: tilted
     assert all(c.strategy == job.config.strategy for c in job.configs)
     asked = certify.prepare([*MATRIX, "--method", "conditional,independent_lower_bound"])
     assert sorted(m.value for c in asked.configs for m in c.resolved) == [
@@ -54,7 +54,7 @@ def test_the_independent_bound_is_left_out_below_the_brackets_sigma():
     """σ_eff = σ/‖C x_j‖ below 0.3 is outside the Balls-and-Bins bracket (it would fail after the sampling)."""
     job = certify.prepare(["--c-col", "3,1", "--iterations", "40", "--cycle-length", "4", "--sigma", "0.5",
                            "--samples", "100"])
-    assert sorted(m.value for c in job.configs for m in c.resolved) == ["comonotone_upper_bound", "conditional"]
+    assert sorted(m.value for c in job.configs for m in c.resolved) == ["comonotone_upper_bound", "tilted"]
 
 
 def test_certify_rows_bracket_the_estimate_and_equal_the_api(tmp_path, capsys):
@@ -68,7 +68,7 @@ def test_certify_rows_bracket_the_estimate_and_equal_the_api(tmp_path, capsys):
     for eps in (0.5, 1.0):
         lower = both[("independent_lower_bound", eps)]["delta_lower"]
         upper = both[("comonotone_upper_bound", eps)]["delta_upper"]
-        mc = both[("conditional", eps)]
+        mc = both[("tilted", eps)]
         assert lower <= mc["delta_upper"] and mc["delta_lower"] <= upper
         assert mc["mechanism"] == "matrix" and mc["iterations"] == 12
 

@@ -188,6 +188,7 @@ def _value_fn(pair, method: str, eps0: float, direction: str, n: int, epsilons: 
         half = jnp.asarray(pair.half_diag)
         g_rows = jnp.asarray(pair.g)
         d_mean = jnp.asarray(sampler.d_mean)
+        d_groups = tuple(jnp.asarray(x) for x in sampler.d_groups)
         if sampler.method == "conditional":
             lines = sampler.lines
             consts = (jnp.asarray(lines.idx), jnp.asarray(lines.d), jnp.asarray(lines.mask),
@@ -209,8 +210,8 @@ def _value_fn(pair, method: str, eps0: float, direction: str, n: int, epsilons: 
         z = jax.random.normal(k_z, (n, b), dtype=jnp.float64)
         g = mk.apply_factor(jnp, z, factor)
         if direction == Direction.ADD.value:
-            if sampler.method == "conditional":
-                return mv.add_line_log_values(jnp, sp, g, d_mean, half, sampler.var_u, pair.log_bins, eps)
+            if sampler.method in ("conditional", "tilted"):
+                return mv.add_line_log_values(jnp, sp, g, d_mean, half, sampler.var_u, pair.log_bins, eps, d_groups)
             u = 1.0 - jax.random.uniform(k_a, (n,), dtype=jnp.float64)
             return mv.add_importance_log_values(jnp, sp, g, u, d_mean, half, sampler.var_u, sampler.add_log_prob,
                                                 eps, -sampler.eps0 + 0.5 * sampler.vbar)
