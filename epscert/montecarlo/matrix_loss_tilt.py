@@ -14,8 +14,8 @@ where exp(sᵀg - sᵀGs/2) Q(dg) is the law N(G s, G) (a Gaussian shifted by it
 
     Z_θ = b^{-θ} Σ_k w(k),    w(k) = Π_{j<j'} e^{G_{k_j k_j'}},    Q_θ = Σ_k (w(k) / (b^θ Z_θ)) N(G s_k, G):
 
-a finite mixture, drawn exactly by drawing the ordered θ-tuple k with probability w(k)/(b^θ Z_θ) (one index
-at a time from exact conditional tables, below) and then g = G s_k + L_G ξ.
+a finite mixture, drawn by drawing the ordered θ-tuple k with probability w(k)/(b^θ Z_θ) (one index
+at a time from exact conditional tables, below; rounding, at the end) and then g = G s_k + L_G ξ.
 
 The estimator. δ_remove(ε) = E_{Q_θ}[Y] with
 
@@ -48,12 +48,19 @@ and the product of these conditionals telescopes to w(k)/F_0 with F_0 = b^θ Z_�
 
 Rounding. W <= e^{max G}; θ is capped so that C(θ, 2) max G <= ``MAX_LOG_WEIGHT`` (no product or sum
 overflows, none underflows since W >= 1). Every table entry is a sum of positive terms, formed level by
-level from sums of b terms: the computed Z_θ is within (θ b + θ²) 2^-53 (1 + o(1)) relative of the exact
+level from sums of b terms: the computed Z̃_θ is within (θ b + θ²) 2^-53 (1 + o(1)) relative of the exact
 one (a sum of n positive terms in floating point is within (n - 1) 2^-53 relative; products of at most
 θ² rounded factors add θ² 2^-53; the exponentials of G are within 1 ulp of e^G of the computed G, which
-is the G the other estimators sample). That is below 10⁻¹⁰ for b <= 10⁴; the values are formed in log
-space and are within the estimators' shared allowance FLOAT_REL of the exact value at the computed loss,
-and the range is rounded up by it (:meth:`LossTilt.value_range`).
+is the G the other estimators sample). Z̃ enters every value as a factor, so it moves the mean by
+Z̃/Z - 1, below 10⁻¹⁰ for b <= 10⁴: inside FLOAT_REL, the relative allowance by which the rows raise
+every mean (UCB) and lower it (LCB); the values are formed in log space and are within it of the exact
+value at the computed loss. The sampled tuple law is the computed one, not the exact one: per index,
+a sequential cumsum of b positive weights is within b 2^-53 relative of the exact partial sums, the
+uniform is on a 2^-53 grid and the table entries are within 2θb 2^-53 relative, so the drawn law is
+within total variation TV <= θ (b² + 3b + 2θ b) 2^-53 of w/F_0 (θ levels; the JAX kernel's Gumbel-max
+draws on the logs of the same tables add a few ulp per index, inside the b² term). Since 0 <= Y <= B_θ(ε), the
+mean moves by at most TV · B_θ(ε); :meth:`LossTilt.value_slack` returns it and the rows add it to the
+UCB and take it from the LCB (4.9·10⁻¹² B at b = 100, θ = 4: about 2·10⁻⁹ δ at the setting above).
 """
 
 from __future__ import annotations
@@ -73,6 +80,8 @@ MAX_ORDER = 4
 MAX_LOG_WEIGHT = 600.0
 #: Relative allowance on the computed Z_θ and B_θ (module docstring: the rounding is below 1e-10).
 Z_REL = 1e-9
+#: Unit roundoff of float64.
+UNIT_ROUNDOFF = 2.0**-53
 
 
 def max_order(pair) -> int:
@@ -105,7 +114,7 @@ class LossTilt:
             raise ValueError(f"the tilt order must be in [1, {max_order(pair)}] for this pair, got theta={theta}")
         self.pair, self.theta = pair, theta
         b = pair.bins
-        self.weights = np.exp(pair.g)
+        self.weights = np.exp(pair.g) if theta > 1 else None  # θ = 1 draws the one index uniformly
         tables = [] if theta == 1 else [self._last_table()]
         while tables and tables[0].ndim > 1:
             tables.insert(0, tables[0].sum(axis=-1))
@@ -131,8 +140,15 @@ class LossTilt:
 
         return np.exp(log_bound(self.log_z, self.theta, epsilons)) * (1.0 + Z_REL) * (1.0 + 4 * FLOAT_REL)
 
+    def value_slack(self, epsilons) -> np.ndarray:
+        """TV · B_θ(ε): the most the computed tuple law moves the mean (module docstring, Rounding)."""
+        b, theta = self.pair.bins, self.theta
+        tv = theta * (b * b + 3 * b + 2 * theta * b) * UNIT_ROUNDOFF * 1.01  # 1.01: the (1 + o(1)) of each γ_n
+        return tv * self.value_range(epsilons)
+
     def draw_tuples(self, uniforms: np.ndarray) -> np.ndarray:
-        """(n, θ) tuples from (n, θ) uniforms on [0, 1): index m by inverse CDF of its exact conditional."""
+        """(n, θ) tuples from (n, θ) uniforms on [0, 1): index m by inverse CDF of its conditional (computed
+        cumulative sums: the law is within the module docstring's TV of the exact one)."""
         n = uniforms.shape[0]
         out = np.empty((n, self.theta), dtype=np.int64)
         for m in range(self.theta):
@@ -149,7 +165,7 @@ class LossTilt:
         return out
 
 
-@functools.lru_cache(maxsize=16)
+@functools.lru_cache(maxsize=6)  # θ = 4 at b = 203 is 64 MiB of tables
 def loss_tilt(pair, theta: int) -> LossTilt:
     """The (cached) tables of one pair and order: pairs are cached per (strategy, b, σ)."""
     return LossTilt(pair, theta)

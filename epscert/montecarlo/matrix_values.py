@@ -381,11 +381,12 @@ class MatrixValueSampler:
     """Values Y per ε with δ = E[Y], 0 <= Y <= value_range (module docstring), for one pair.
 
     ``method`` 'conditional', 'importance' or 'tilted'; ``eps0`` the smallest ε of the grid (the importance
-    events are those of ε0, valid for every ε >= ε0); ``order`` the tilt order θ of 'tilted'
-    (:mod:`epscert.montecarlo.matrix_loss_tilt`; default: :func:`~epscert.montecarlo.matrix_loss_tilt.choose_order`
-    at ε0). 'tilted' uses the conditional estimator's mean line for ADD (its range Φ(ŝ(ε)/√v_u) falls with
-    every ε of the grid; the importance estimator's P_V(ε0) does not, and a wide grid left the 'both'
-    UCB at its ADD range)."""
+    events are those of ε0, valid for every ε >= ε0); ``order`` the tilt order θ of 'tilted', required
+    there (:func:`~epscert.montecarlo.matrix_loss_tilt.choose_order` over the run's grid, in
+    :func:`epscert.montecarlo.shard.value_sampler`). 'tilted' uses the conditional estimator's mean line for
+    ADD (its range Φ(ŝ(ε)/√v_u) falls with every ε of the grid; the importance estimator's P_V(ε0) does not,
+    and a wide grid left the 'both' UCB at its ADD range).
+    """
 
     guarantee = "mc_upper_confidence"
 
@@ -405,7 +406,9 @@ class MatrixValueSampler:
             self.lines = RemoveLines(pair)
             self.lines_per_sample = min(b, LINES_PER_SAMPLE)
         elif method == "tilted":
-            self.tilt = loss_tilt(pair, choose_order(pair, [self.eps0]) if order is None else order)
+            if order is None:  # the order is the run's (shard.value_sampler: the grid's), never a default here
+                raise ValueError("method='tilted' needs its order (epscert.montecarlo.matrix_loss_tilt.choose_order)")
+            self.tilt = loss_tilt(pair, order)
             self.order = self.tilt.theta
         else:
             self.thresholds, self.log_p, self.log_m = remove_thresholds(pair, self.eps0)
@@ -431,6 +434,14 @@ class MatrixValueSampler:
         Gaussian bracket), importance M; ADD Φ(ŝ(ε)/√v_u) (importance: at ε0), rounded up."""
         return np.maximum(self._range(direction, epsilons), np.finfo(np.float64).tiny)  # a range that underflowed
         # is below the smallest normal, so the smallest normal still bounds every value
+
+    def value_slack(self, direction: Direction, epsilons) -> np.ndarray:
+        """The most the computed law of the draws moves the mean from δ, additively (0 but for the
+        tilted REMOVE tuples: :meth:`~epscert.montecarlo.matrix_loss_tilt.LossTilt.value_slack`)."""
+        eps = np.asarray(epsilons, dtype=np.float64)
+        if self.method == "tilted" and direction is Direction.REMOVE:
+            return self.tilt.value_slack(eps)
+        return np.zeros(eps.shape)
 
     def _range(self, direction: Direction, epsilons) -> np.ndarray:
         eps = np.asarray(epsilons, dtype=np.float64)

@@ -209,6 +209,8 @@ def matrix_value_rows(config: CertifyConfig, method: Method, acc: acc_mod.Accumu
     delta_upper: the smaller of KL–Chernoff and empirical Bernstein at scale B (β/2 each), made
     non-increasing in ε; delta_lower: the truncated KL lower bound (epscert.bounds.truncated_lcb) at β.
     Computed values are within FLOAT_REL of the exact ones: means are raised (UCB) or lowered (LCB) by it.
+    Where the computed law of the draws may move the mean from δ by an additive amount (the sampler's
+    ``value_slack``: the tilted estimator's tuple law), the UCB is raised and the LCB lowered by it.
     """
     sampler = value_sampler(config, method)
     parts = config.direction.parts()
@@ -219,14 +221,17 @@ def matrix_value_rows(config: CertifyConfig, method: Method, acc: acc_mod.Accumu
     for direction in parts:
         sums = acc[direction]
         ranges = sampler.value_range(direction, config.epsilons).tolist()
+        slack = sampler.value_slack(direction, config.epsilons).tolist()
         truncated = np.array([[sums.mean_extra(i * LEVELS + k) for k in range(LEVELS)] for i in range(n_eps)])
         ucbs = [1.0] * n_eps
         if sums.count:
             ucbs = raised_from_the_right([range_ucb(sums.mean(i), sums.mean_sq(i), sums.count, ranges[i], beta)
-                                          for i in range(n_eps)])
+                                          + slack[i] for i in range(n_eps)])
         per_dir[direction] = []
         for i, eps in enumerate(config.epsilons):
             lower = truncated_lcb(truncated[i], ranges[i], sums.count, beta, MATRIX_FLOAT_REL) if sums.count else None
+            if lower is not None and slack[i]:
+                lower = max(0.0, lower - slack[i])
             row = base_row(config, method, direction, eps, wall_seconds)
             row.update(sampled_fields(config, method, sums, i, 1.0, beta, acc.tags),
                        delta_upper=min(1.0, ucbs[i]), delta_lower=lower,

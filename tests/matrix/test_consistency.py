@@ -1,7 +1,8 @@
 """The matrix-mechanism methods against each other on a banded strategy (issue 23, item 4).
 
-Three Monte Carlo estimators with different sampling laws (naive draws of the loss; importance
-draws conditioned on an exceedance; conditional integrals along kriging lines), on independent
+Four Monte Carlo estimators with different sampling laws (naive draws of the loss; importance
+draws conditioned on an exceedance; conditional integrals along kriging lines; draws from the
+loss-tilted law with values within the Rényi bound), on independent
 seeds, must agree within CLT limits (Z_CLT standard errors of the difference: a false failure has
 probability 6.8e-6 per comparison). The deterministic bounds of :mod:`epscert.allocation.matrix`
 (no sampling) must bracket every estimate within CLT limits. Certified UCBs and LCBs (β = 1e-3 in

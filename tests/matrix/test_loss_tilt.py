@@ -55,9 +55,18 @@ def test_z_is_the_sum_over_every_tuple(theta):
     assert np.count_nonzero(pair.g) > pair.bins
     tilt = LossTilt(pair, theta)
     assert abs(tilt.log_z - brute_force_log_z(pair.g, theta)) <= 1e-12 * max(1.0, abs(tilt.log_z))
-    if theta > 1:  # the tables telescope: F_m sums to F_{m-1}
-        for m in range(1, len(tilt.tables)):
-            np.testing.assert_allclose(tilt.tables[m].sum(axis=-1), tilt.tables[m - 1], rtol=1e-13)
+
+
+def test_every_table_entry_is_its_sum_over_completions():
+    """θ = 4, b = 4: F_m(k_1..k_m) = Σ over the completions k_{m+1}..k_4 of w(k), entry by entry (fsum)."""
+    pair = pair_of(BANDED, 16, 4, 1.5)
+    tilt = LossTilt(pair, 4)
+    g = pair.g
+    for m, table in enumerate(tilt.tables, start=1):
+        for head in itertools.product(range(4), repeat=m):
+            exact = math.fsum(math.exp(sum(g[k[a], k[c]] for a, c in itertools.combinations(range(4), 2)))
+                              for tail in itertools.product(range(4), repeat=4 - m) for k in [head + tail])
+            assert abs(table[head] - exact) <= 1e-13 * exact, (m, head, table[head], exact)
 
 
 @pytest.mark.parametrize("theta", [2, 3, 4])
@@ -75,23 +84,55 @@ def test_z_is_the_moment_of_the_loss_under_q(theta):
     assert abs(mean - math.exp(LossTilt(pair, theta).log_z)) <= Z_CLT * se, (mean, se)
 
 
-def test_tuples_follow_the_exact_tuple_law():
-    """θ = 3, b = 5: 125 tuples; every count within 5 binomial standard deviations of its expectation
-    (false failure <= 125 · 5.7e-7 < 1e-4, normal approximation; the smallest expected count is about 740)."""
-    pair = pair_of(BANDED, 20, 5, 2.0)
-    tilt = LossTilt(pair, 3)
-    n = 200_000
-    tuples = tilt.draw_tuples(stream_generator(22, 1).random((n, 3)))
-    counts = np.zeros((5, 5, 5))
-    np.add.at(counts, (tuples[:, 0], tuples[:, 1], tuples[:, 2]), 1)
-    w = np.exp(pair.g)
-    exact = np.empty((5, 5, 5))
-    for i, j, k in itertools.product(range(5), repeat=3):
-        exact[i, j, k] = w[i, j] * w[i, k] * w[j, k]
-    p = exact / exact.sum()
-    assert n * p.min() > 500
-    sd = np.sqrt(n * p * (1 - p))
-    assert np.all(np.abs(counts - n * p) <= 5 * sd), float(np.max(np.abs(counts - n * p) / sd))
+def exact_tuple_law(pair, theta: int) -> np.ndarray:
+    """w(k)/F_0 over all b^θ ordered tuples, as a θ-dimensional array (no table)."""
+    b, w = pair.bins, np.exp(pair.g)
+    law = np.empty((b,) * theta)
+    for k in itertools.product(range(b), repeat=theta):
+        law[k] = math.prod(w[k[a], k[c]] for a, c in itertools.combinations(range(theta), 2))
+    return law / law.sum()
+
+
+def check_counts(tuples: np.ndarray, law: np.ndarray) -> None:
+    """Every cell's count within 5 binomial standard deviations of n·p (normal approximation: false
+    failure <= cells · 5.7e-7 < 2e-4 here)."""
+    n = tuples.shape[0]
+    counts = np.zeros(law.shape)
+    np.add.at(counts, tuple(tuples[:, j] for j in range(tuples.shape[1])), 1)
+    assert n * law.min() > 300
+    sd = np.sqrt(n * law * (1 - law))
+    assert np.all(np.abs(counts - n * law) <= 5 * sd), float(np.max(np.abs(counts - n * law) / sd))
+
+
+@pytest.mark.parametrize("theta,b", [(3, 5), (4, 4)])
+def test_tuples_follow_the_exact_tuple_law(theta, b):
+    """125 and 256 cells, 200 000 draws (smallest expected counts about 740 and 350)."""
+    pair = pair_of(BANDED, 4 * b, b, 2.0)
+    tuples = LossTilt(pair, theta).draw_tuples(stream_generator(22, theta).random((200_000, theta)))
+    check_counts(tuples, exact_tuple_law(pair, theta))
+
+
+def test_jax_draws_the_same_tuple_law():
+    """The JAX kernel's categorical draws (θ = 4, b = 4) against the same exact law."""
+    jax = pytest.importorskip("jax")
+    from epscert.montecarlo.backends import jax_matrix  # noqa: PLC0415
+
+    pair = pair_of(BANDED, 16, 4, 2.0)
+    sampler = MatrixValueSampler(pair, "tilted", 1.0, order=4)
+    tuples = jax_matrix.tilt_tuples(sampler, jax.random.PRNGKey(3), 200_000)
+    check_counts(np.asarray(tuples), exact_tuple_law(pair, 4))
+
+
+def test_the_tuple_law_slack_is_tiny_and_required():
+    """The rounding allowance of the tuple law is far below the range (b = 100, θ = 4: 4.9e-12 of it),
+    and a tilted sampler refuses to guess its order."""
+    pair = pair_of([1.0], 2000, 100, 4.0)
+    sampler = MatrixValueSampler(pair, "tilted", 1.0, order=4)
+    slack = sampler.value_slack(Direction.REMOVE, [1.0, 2.0])
+    assert np.all(slack > 0) and np.all(slack <= 6e-12 * sampler.value_range(Direction.REMOVE, [1.0, 2.0]))
+    assert np.all(sampler.value_slack(Direction.ADD, [1.0, 2.0]) == 0)
+    with pytest.raises(ValueError, match="order"):
+        MatrixValueSampler(pair, "tilted", 1.0)
 
 
 @pytest.mark.parametrize("theta", [1, 2, 3, 4])

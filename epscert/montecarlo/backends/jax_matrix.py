@@ -150,6 +150,32 @@ def _naive_compiled(pair, direction: str, n: int):
     return jax.jit(block_sums)
 
 
+def _tilt_tuples(jax, jnp, key, log_tables, log_weights, theta: int, n: int, b: int):
+    """(n, θ) tuples of the loss-tilted law: index m by Gumbel-max (``jax.random.categorical``) on the log of
+    its conditional weights, the tables of :class:`~epscert.montecarlo.matrix_loss_tilt.LossTilt` (the last
+    index on Σ_j G[k_j] = log Π_j W_{k_j, ·}); the numpy sampler draws the same law by inverse CDF."""
+    keys = jax.random.split(key, theta)
+    picks = []
+    for m in range(theta):
+        if m < theta - 1:
+            logits = log_tables[m][tuple(picks)] if m else jnp.broadcast_to(log_tables[0], (n, b))
+        else:
+            logits = sum(log_weights[k] for k in picks) if picks else jnp.zeros((n, b))
+        picks.append(jax.random.categorical(keys[m], logits, axis=-1))
+    return jnp.stack(picks, axis=1)
+
+
+def tilt_tuples(sampler: mv.MatrixValueSampler, key, n: int) -> np.ndarray:
+    """The kernel's tuple draws on their own (tests: the law against the exact one)."""
+    import jax
+    import jax.numpy as jnp
+
+    with jax.enable_x64(True):
+        tables = [jnp.log(jnp.asarray(t)) for t in sampler.tilt.tables]
+        out = _tilt_tuples(jax, jnp, key, tables, jnp.asarray(sampler.pair.g), sampler.order, n, sampler.pair.bins)
+        return np.asarray(out)
+
+
 def value_blocks(sampler: mv.MatrixValueSampler, direction: Direction, key_words: np.ndarray, samples: int,
                  epsilons: tuple[float, ...], start: int = 0, stream_samples: int | None = None):
     """Yield (|ε|, n) float64 value arrays on the host, block by block: the values at positions
@@ -216,17 +242,8 @@ def _value_fn(pair, method: str, eps0: float, direction: str, n: int, epsilons: 
             return mv.add_importance_log_values(jnp, sp, g, u, d_mean, half, sampler.var_u, sampler.add_log_prob,
                                                 eps, -sampler.eps0 + 0.5 * sampler.vbar)
         if sampler.method == "tilted":
-            theta = sampler.order
-            keys = jax.random.split(k_a, theta)
-            picks = []
-            for m in range(theta):  # index m from its exact conditional (matrix_loss_tilt's tables)
-                if m < theta - 1:
-                    logits = log_tables[m][tuple(picks)] if m else jnp.broadcast_to(log_tables[0], (n, b))
-                else:
-                    logits = sum(log_weights[k] for k in picks) if picks else jnp.zeros((n, b))
-                picks.append(jax.random.categorical(keys[m], logits, axis=-1))
-            tuples = jnp.stack(picks, axis=1)
-            return remove_tilt_log_values(jnp, g, tuples, g_rows, half, sampler.tilt.log_z, theta, eps)
+            tuples = _tilt_tuples(jax, jnp, k_a, log_tables, log_weights, sampler.order, n, b)
+            return remove_tilt_log_values(jnp, g, tuples, g_rows, half, sampler.tilt.log_z, sampler.order, eps)
         if sampler.method == "conditional":
             offset = jax.random.randint(k_a, (n,), 0, b)
             chosen = mv.stratified_lines(offset, b, sampler.lines_per_sample, jnp)

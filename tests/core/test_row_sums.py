@@ -1,0 +1,53 @@
+"""Exact row sums folded over many blocks (epscert.montecarlo.exactfloat.RowSums) against Fractions.
+
+Sparse blocks (mostly zeros) and dense blocks take different paths; the counts are flushed into Python
+integers before they could reach 2**53 (checked with the flush threshold lowered to 8 values)."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+from epscert.montecarlo import exactfloat
+from epscert.montecarlo.exactfloat import UNIT_LOG2, RowSums
+
+
+def blocks(seed: int, density: float, count: int = 6):
+    rng = np.random.default_rng(seed)
+    for _ in range(count):
+        y = np.exp(rng.normal(-300.0, 200.0, size=(3, 17)))  # 1e-300 .. 1e-50, subnormals included
+        y[rng.random(y.shape) >= density] = 0.0
+        y[0, 0] = 5e-324  # the smallest subnormal
+        yield y
+
+
+def exact(all_blocks, row: int) -> Fraction:
+    return sum((Fraction(float(v)) for y in all_blocks for v in y[row]), Fraction(0))
+
+
+@pytest.mark.parametrize("density", [0.1, 0.9], ids=["sparse", "dense"])
+@pytest.mark.parametrize("max_call", [exactfloat._MAX_CALL, 8], ids=["one-flush", "many-flushes"])
+def test_folded_sums_are_exact(density, max_call, monkeypatch):
+    monkeypatch.setattr(exactfloat, "_MAX_CALL", max_call)
+    got = RowSums(3)
+    seen = list(blocks(1, density))
+    for y in seen:
+        got.add(y)
+    first = got.totals()
+    got.add(seen[0])  # adding after totals() goes on from the totals
+    second = got.totals()
+    for row in range(3):
+        assert Fraction(first[row], 2**UNIT_LOG2) == exact(seen, row)
+        assert Fraction(second[row], 2**UNIT_LOG2) == exact(seen + seen[:1], row)
+
+
+def test_bad_blocks_are_refused():
+    sums = RowSums(2)
+    with pytest.raises(ValueError, match="2 rows"):
+        sums.add(np.zeros((3, 4)))
+    with pytest.raises(ValueError, match="finite values >= 0"):
+        sums.add(np.array([[1.0, -1.0], [0.0, 0.0]]))
+    with pytest.raises(ValueError, match="finite values >= 0"):
+        sums.add(np.array([[1.0, np.nan], [0.0, 0.0]]))
