@@ -1,4 +1,7 @@
-"""A tilted-mixture estimate of the matrix mechanism's δ_remove: an independent check, not a certificate.
+"""A mode-tilted mixture estimate of the matrix mechanism's δ_remove: an independent check, not a certificate.
+
+(The certified method ``tilted`` is another proposal, e^{θL} Q, whose weight depends on L alone:
+:mod:`epscert.montecarlo.matrix_loss_tilt`. This module tilts each REMOVE component along its own mode.)
 
 Notation of :mod:`epscert.montecarlo.matrix_values`: under Q, g ~ N(0, G) in R^b, v_k = G_kk,
 x_k = g_k - v_k/2, L = log((1/b) Σ_k e^{x_k}) and δ_remove(ε) = E_Q[(e^L - e^ε)_+].
