@@ -3,7 +3,7 @@
     python -m benchmarks.gpu_matrix [--seconds S] [--sigma 4.8] [--bands 16] [--out benchmarks/results]
 
 n = 2000 iterations, cycle length b = 100, banded Toeplitz c_col = binom(2i, i)/4^i (``--bands``),
-REMOVE direction, ε in {3, 4}. For each estimator (naive losses, importance and conditional values)
+REMOVE direction, ε in {3, 4}. For each estimator (naive losses, importance, conditional and tilted values)
 it prints the samples/s of the JAX kernels on JAX's default device (the per-block call that the
 shards make, host exponentiation and exact sums included) and of the numpy sampler on one core of
 the same machine (threads forced to 1 before numpy loads), the ratio, the compile time, and a CLT
@@ -42,6 +42,7 @@ def main(argv=None) -> None:
 
     from epscert.montecarlo import accumulator as acc_mod
     from epscert.montecarlo.backends import jax_backend, jax_matrix
+    from epscert.montecarlo.matrix_loss_tilt import choose_order
     from epscert.montecarlo.matrix_values import MatrixValueSampler
     from epscert.montecarlo.samplers.matrix_pair import MatrixPair, MatrixPairSampler
     from epscert.params import Direction
@@ -58,8 +59,10 @@ def main(argv=None) -> None:
     rows = []
     words = stream_key_words(0, 1, 0, 0)
     d = Direction.REMOVE
-    for method in ("naive", "importance", "conditional"):
-        sampler = MatrixPairSampler(pair) if method == "naive" else MatrixValueSampler(pair, method, min(EPS))
+    for method in ("naive", "importance", "conditional", "tilted"):
+        order = choose_order(pair, EPS) if method == "tilted" else None
+        sampler = (MatrixPairSampler(pair) if method == "naive"
+                   else MatrixValueSampler(pair, method, min(EPS), order=order))
         budget = 1 << 20 if method != "conditional" else 1 << 16
         start = time.perf_counter()
         if method == "naive":
