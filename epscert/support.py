@@ -222,6 +222,6 @@ def render_markdown() -> str:
     out += ["", "`certify --method auto` (and `epscert.certify(method='auto')`) picks a Monte Carlo method: "
             "`importance` for one epoch and T < 2000, `importance_order_stats` for one epoch and T >= 2000, "
             "`naive` or `order_stats` for several epochs (Balls-and-Bins); `importance` (one epoch) or `naive` "
-            "(deterministic); `naive` otherwise.", ""]
+            "(deterministic); `tilted` for a matrix mechanism (bandmf); `naive` otherwise.", ""]
     return "\n".join(out)
 

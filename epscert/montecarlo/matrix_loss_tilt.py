@@ -28,8 +28,8 @@ and since u ↦ (u - e^ε) u^{-θ} on u >= e^ε is largest at u = θ e^ε/(θ - 
 B_θ(ε) is the Chernoff (Rényi) bound on δ itself, so the range of the values is the gap between the
 Rényi-DP bound and δ: at n = 2000, b = 100, 16 bands, σ = 4.61, θ = 4 it is about 60 δ at δ ≈ 10⁻⁶ and
 400 δ at δ ≈ 10⁻⁸, where the naive range (1) is 10⁶ and 10⁸ times δ. A KL or empirical Bernstein
-bound at that range (:func:`epscert.results.rows.matrix_value_rows`) certifies δ to a few percent from
-about 10⁵ samples. The ADD direction of this method uses the conditional estimator's mean line
+bound at that range (:func:`epscert.results.rows.matrix_value_rows`) certifies ε(δ) to within 2–3% from
+about 10⁵ samples (δ itself to 10–25% there: UCB/estimate 1.09 at 10⁻⁶ and 1.25 at 10⁻⁸). The ADD direction of this method uses the conditional estimator's mean line
 (:func:`epscert.montecarlo.matrix_values.add_line_log_values`, range Φ(ŝ(ε)/√v_u), which falls with ε):
 at the setting above δ_add(4) is about 10⁻¹⁸ and its certificate is far below the REMOVE δ. The
 importance estimator's truncated mean is cheaper, but its range is fixed at the grid's smallest ε, so
@@ -55,12 +55,14 @@ is the G the other estimators sample). Z̃ enters every value as a factor, so it
 Z̃/Z - 1, below 10⁻¹⁰ for b <= 10⁴: inside FLOAT_REL, the relative allowance by which the rows raise
 every mean (UCB) and lower it (LCB); the values are formed in log space and are within it of the exact
 value at the computed loss. The sampled tuple law is the computed one, not the exact one: per index,
-a sequential cumsum of b positive weights is within b 2^-53 relative of the exact partial sums, the
-uniform is on a 2^-53 grid and the table entries are within 2θb 2^-53 relative, so the drawn law is
-within total variation TV <= θ (b² + 3b + 2θ b) 2^-53 of w/F_0 (θ levels; the JAX kernel's Gumbel-max
-draws on the logs of the same tables add a few ulp per index, inside the b² term). Since 0 <= Y <= B_θ(ε), the
-mean moves by at most TV · B_θ(ε); :meth:`LossTilt.value_slack` returns it and the rows add it to the
-UCB and take it from the LCB (4.9·10⁻¹² B at b = 100, θ = 4: about 2·10⁻⁹ δ at the setting above).
+both backends draw each index by :func:`inverse_cdf` on the same weights. A cumulative sum of m
+positive weights, in any order of summation, has each partial sum within (m - 1) 2^-53 relative of
+the exact one, so moving the boundaries moves at most m² 2^-53 of probability; the uniform on a 2^-52
+grid (JAX; 2^-53 numpy) and the rounding of U times the total move at most 5m 2^-53 more; the weights
+themselves (table entries, and products of e^G) are within (2θ b + 1000) 2^-53 relative. Per level
+TV <= (m² + 5m + 2θ b + 1000) 2^-53 with m = b, over θ levels (:func:`law_tv`). Since 0 <= Y <= B_θ(ε),
+the mean moves by at most TV · B_θ(ε); :meth:`LossTilt.value_slack` returns it and the rows add it to
+the UCB and take it from the LCB (5.5·10⁻¹² B at b = 100, θ = 4: about 2·10⁻⁹ δ at the setting above).
 """
 
 from __future__ import annotations
@@ -143,26 +145,46 @@ class LossTilt:
     def value_slack(self, epsilons) -> np.ndarray:
         """TV · B_θ(ε): the most the computed tuple law moves the mean (module docstring, Rounding)."""
         b, theta = self.pair.bins, self.theta
-        tv = theta * (b * b + 3 * b + 2 * theta * b) * UNIT_ROUNDOFF * 1.01  # 1.01: the (1 + o(1)) of each γ_n
-        return tv * self.value_range(epsilons)
+        return theta * law_tv(b, 2 * theta * b) * self.value_range(epsilons)
 
     def draw_tuples(self, uniforms: np.ndarray) -> np.ndarray:
-        """(n, θ) tuples from (n, θ) uniforms on [0, 1): index m by inverse CDF of its conditional (computed
-        cumulative sums: the law is within the module docstring's TV of the exact one)."""
-        n = uniforms.shape[0]
-        out = np.empty((n, self.theta), dtype=np.int64)
-        for m in range(self.theta):
-            if m == 0 and self.theta == 1:
-                weight = np.ones((n, self.pair.bins))
-            elif m < self.theta - 1:
-                table = self.tables[m]
-                weight = table[tuple(out[:, j] for j in range(m))] if m else np.broadcast_to(table, (n, table.size))
-            else:
-                weight = np.prod(self.weights[out[:, :m]], axis=1)  # Π_{j<θ} W_{k_j, ·}
-            cum = np.cumsum(weight, axis=1)
-            target = uniforms[:, m] * cum[:, -1]
-            out[:, m] = np.minimum((cum <= target[:, None]).sum(axis=1), self.pair.bins - 1)
-        return out
+        """(n, θ) tuples from (n, θ) uniforms on [0, 1) (:func:`draw_tuples`, numpy)."""
+        weights = np.ones((1, 1)) if self.weights is None else self.weights
+        return draw_tuples(np, self.tables, weights, self.theta, self.pair.bins, uniforms)
+
+
+def law_tv(m: int, weight_ulps: float) -> float:
+    """Total variation between an :func:`inverse_cdf` draw over m computed weights (each within
+    ``weight_ulps`` 2^-53 relative of the exact one) and the exact law (module docstring, Rounding)."""
+    return (m * m + 5 * m + weight_ulps + 1000) * UNIT_ROUNDOFF * 1.01  # 1.01: the (1 + o(1)) of each γ_n
+
+
+def inverse_cdf(xp, weights, uniforms):
+    """Index per row of ``weights`` (N x m, >= 0, some > 0) with probability weight/total, by inverse CDF on
+    the cumulative sums: the count of partial sums <= U·total, for uniforms U on [0, 1) (clipped to m - 1
+    against the last ulp)."""
+    cum = xp.cumsum(weights, axis=1)
+    target = uniforms * cum[:, -1]
+    return xp.minimum(xp.sum(cum <= target[:, None], axis=1), weights.shape[1] - 1)
+
+
+def draw_tuples(xp, tables, weights, theta: int, b: int, uniforms):
+    """(n, θ) tuples of Q_θ from (n, θ) uniforms: index m by :func:`inverse_cdf` on F_{m+1}(k_1..k_m, ·)
+    (``tables``), the last on Π_{j<θ} W_{k_j, ·} (``weights`` = W); θ = 1: uniform."""
+    n = uniforms.shape[0]
+    picks = []
+    for m in range(theta):
+        if theta == 1:
+            weight = xp.ones((n, b))
+        elif m < theta - 1:
+            table = tables[m]
+            weight = table[tuple(picks)] if m else xp.broadcast_to(table, (n, b))
+        else:
+            weight = weights[picks[0]]
+            for k in picks[1:]:
+                weight = weight * weights[k]
+        picks.append(inverse_cdf(xp, weight, uniforms[:, m]))
+    return xp.stack(picks, axis=1)
 
 
 @functools.lru_cache(maxsize=6)  # θ = 4 at b = 203 is 64 MiB of tables

@@ -70,7 +70,7 @@ from scipy import special
 
 from epscert.analytic.deterministic import gaussian_bracket
 from epscert.montecarlo import matrix_kernels as mk
-from epscert.montecarlo.matrix_loss_tilt import choose_order, loss_tilt, remove_tilt_log_values
+from epscert.montecarlo.matrix_loss_tilt import law_tv, loss_tilt, remove_tilt_log_values
 from epscert.montecarlo.samplers.base import BLOCK_ELEMENTS
 from epscert.params import Direction
 
@@ -436,11 +436,17 @@ class MatrixValueSampler:
         # is below the smallest normal, so the smallest normal still bounds every value
 
     def value_slack(self, direction: Direction, epsilons) -> np.ndarray:
-        """The most the computed law of the draws moves the mean from δ, additively (0 but for the
-        tilted REMOVE tuples: :meth:`~epscert.montecarlo.matrix_loss_tilt.LossTilt.value_slack`)."""
+        """The most the computed law of the draws moves the mean from δ, additively: REMOVE draws a cell of
+        a computed table by inverse CDF (tilted: the tuples, :meth:`~epscert.montecarlo.matrix_loss_tilt.
+        LossTilt.value_slack`; importance: the pair (i, k) among b² cells whose weights exp(log p_ik - max)
+        are within 1000 ulp relative, since |log p| <= 745), so the mean moves by at most the law's total
+        variation times the range (:func:`~epscert.montecarlo.matrix_loss_tilt.law_tv`); 0 elsewhere (the
+        other draws are the generator's own normals and uniforms)."""
         eps = np.asarray(epsilons, dtype=np.float64)
-        if self.method == "tilted" and direction is Direction.REMOVE:
+        if direction is Direction.REMOVE and self.method == "tilted":
             return self.tilt.value_slack(eps)
+        if direction is Direction.REMOVE and self.method == "importance":
+            return law_tv(self.pair.bins**2, 1000) * self.value_range(direction, eps)
         return np.zeros(eps.shape)
 
     def _range(self, direction: Direction, epsilons) -> np.ndarray:
@@ -490,6 +496,7 @@ class MatrixValueSampler:
                                           (lines.idx, lines.d, lines.mask, lines.self_or_near, lines.v),
                                           pair.half_diag, [pair.log_bins + e for e in eps], self._top_k)
         flat = np.minimum(np.searchsorted(self.cum_p, rng.random(n), side="right"), self.cum_p.size - 1)
+        # searchsorted 'right' on the normalised cumulative sums is inverse_cdf's count of partial sums <= U
         comp, mode = np.divmod(flat, pair.bins)
         u = 1.0 - rng.random(n)
         return remove_importance_log_values(np, NumpySpecial, g_noise, comp, mode, u, pair.g, self.kriging,

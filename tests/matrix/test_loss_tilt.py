@@ -124,7 +124,7 @@ def test_jax_draws_the_same_tuple_law():
 
 
 def test_the_tuple_law_slack_is_tiny_and_required():
-    """The rounding allowance of the tuple law is far below the range (b = 100, θ = 4: 4.9e-12 of it),
+    """The rounding allowance of the tuple law is far below the range (b = 100, θ = 4: 5.5e-12 of it),
     and a tilted sampler refuses to guess its order."""
     pair = pair_of([1.0], 2000, 100, 4.0)
     sampler = MatrixValueSampler(pair, "tilted", 1.0, order=4)

@@ -28,7 +28,7 @@ import numpy as np
 
 from epscert.montecarlo import matrix_kernels as mk
 from epscert.montecarlo import matrix_values as mv
-from epscert.montecarlo.matrix_loss_tilt import remove_tilt_log_values
+from epscert.montecarlo.matrix_loss_tilt import draw_tuples, remove_tilt_log_values
 from epscert.montecarlo.accumulator import DirectionSums
 from epscert.montecarlo.backends.jax_backend import FETCH_EVERY, block_size, drain_sums, grid_halves
 from epscert.rng import block_ranges
@@ -150,19 +150,11 @@ def _naive_compiled(pair, direction: str, n: int):
     return jax.jit(block_sums)
 
 
-def _tilt_tuples(jax, jnp, key, log_tables, log_weights, theta: int, n: int, b: int):
-    """(n, θ) tuples of the loss-tilted law: index m by Gumbel-max (``jax.random.categorical``) on the log of
-    its conditional weights, the tables of :class:`~epscert.montecarlo.matrix_loss_tilt.LossTilt` (the last
-    index on Σ_j G[k_j] = log Π_j W_{k_j, ·}); the numpy sampler draws the same law by inverse CDF."""
-    keys = jax.random.split(key, theta)
-    picks = []
-    for m in range(theta):
-        if m < theta - 1:
-            logits = log_tables[m][tuple(picks)] if m else jnp.broadcast_to(log_tables[0], (n, b))
-        else:
-            logits = sum(log_weights[k] for k in picks) if picks else jnp.zeros((n, b))
-        picks.append(jax.random.categorical(keys[m], logits, axis=-1))
-    return jnp.stack(picks, axis=1)
+def _tilt_tuples(jax, jnp, key, tables, weights, theta: int, n: int, b: int):
+    """(n, θ) tuples of the loss-tilted law from the numpy sampler's code (``draw_tuples``: inverse CDF on the
+    same tables) with JAX uniforms."""
+    uniforms = jax.random.uniform(key, (n, theta), dtype=jnp.float64)
+    return draw_tuples(jnp, tables, weights, theta, b, uniforms)
 
 
 def tilt_tuples(sampler: mv.MatrixValueSampler, key, n: int) -> np.ndarray:
@@ -171,9 +163,9 @@ def tilt_tuples(sampler: mv.MatrixValueSampler, key, n: int) -> np.ndarray:
     import jax.numpy as jnp
 
     with jax.enable_x64(True):
-        tables = [jnp.log(jnp.asarray(t)) for t in sampler.tilt.tables]
-        out = _tilt_tuples(jax, jnp, key, tables, jnp.asarray(sampler.pair.g), sampler.order, n, sampler.pair.bins)
-        return np.asarray(out)
+        tables = [jnp.asarray(t) for t in sampler.tilt.tables]
+        weights = jnp.asarray(sampler.tilt.weights if sampler.tilt.weights is not None else np.ones((1, 1)))
+        return np.asarray(_tilt_tuples(jax, jnp, key, tables, weights, sampler.order, n, sampler.pair.bins))
 
 
 def value_blocks(sampler: mv.MatrixValueSampler, direction: Direction, key_words: np.ndarray, samples: int,
@@ -220,13 +212,13 @@ def _value_fn(pair, method: str, eps0: float, direction: str, n: int, epsilons: 
             consts = (jnp.asarray(lines.idx), jnp.asarray(lines.d), jnp.asarray(lines.mask),
                       jnp.asarray(lines.self_or_near), jnp.asarray(lines.v))
         elif sampler.method == "tilted":
-            log_tables = [jnp.log(jnp.asarray(t)) for t in sampler.tilt.tables]
-            log_weights = jnp.asarray(pair.g)  # log W = G
+            tilt_tables = [jnp.asarray(t) for t in sampler.tilt.tables]
+            tilt_weights = jnp.asarray(sampler.tilt.weights if sampler.tilt.weights is not None else np.ones((1, 1)))
         else:
             kriging = jnp.asarray(sampler.kriging)
             thresholds = jnp.asarray(sampler.thresholds)
             log_p = jnp.asarray(sampler.log_p)
-            log_p_flat = jnp.asarray(sampler.log_p.ravel())
+            cum_p = jnp.asarray(sampler.cum_p)
 
     def top_k(x):
         return jax.lax.top_k(x, sampler.lines.top)
@@ -242,14 +234,16 @@ def _value_fn(pair, method: str, eps0: float, direction: str, n: int, epsilons: 
             return mv.add_importance_log_values(jnp, sp, g, u, d_mean, half, sampler.var_u, sampler.add_log_prob,
                                                 eps, -sampler.eps0 + 0.5 * sampler.vbar)
         if sampler.method == "tilted":
-            tuples = _tilt_tuples(jax, jnp, k_a, log_tables, log_weights, sampler.order, n, b)
+            tuples = _tilt_tuples(jax, jnp, k_a, tilt_tables, tilt_weights, sampler.order, n, b)
             return remove_tilt_log_values(jnp, g, tuples, g_rows, half, sampler.tilt.log_z, sampler.order, eps)
         if sampler.method == "conditional":
             offset = jax.random.randint(k_a, (n,), 0, b)
             chosen = mv.stratified_lines(offset, b, sampler.lines_per_sample, jnp)
             return mv.remove_line_log_values(jnp, sp, g, chosen, consts, half, [pair.log_bins + e for e in eps],
                                              top_k)
-        flat = jax.random.categorical(k_a, log_p_flat, shape=(n,))
+        # the numpy sampler's inverse CDF on the same normalised cumulative sums (matrix_values.value_slack)
+        flat = jnp.minimum(jnp.searchsorted(cum_p, jax.random.uniform(k_a, (n,), dtype=jnp.float64), side="right"),
+                           cum_p.size - 1)
         comp, mode = flat // b, flat % b
         u = 1.0 - jax.random.uniform(k_b, (n,), dtype=jnp.float64)
         return mv.remove_importance_log_values(jnp, sp, g, comp, mode, u, g_rows, kriging, thresholds,
