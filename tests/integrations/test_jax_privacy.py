@@ -132,10 +132,11 @@ def jax_delta(strategy, sigma: float, c_col, eps: float, positive: bool, m: int,
     (8, 2, [1.3], 1.2, 0.5),                    # C = c·I
 ])
 @pytest.mark.parametrize("direction", ["remove", "add"])
-def test_bandmf_accountant_agrees_with_jax_privacys_monte_carlo(n, b, c_col, sigma, eps, direction):
+@pytest.mark.parametrize("method", ["conditional", "tilted"])
+def test_bandmf_accountant_agrees_with_jax_privacys_monte_carlo(n, b, c_col, sigma, eps, direction, method):
     strategy = bsel.BallsInBinsSampling(iterations=n, cycle_length=b)
     acc = bandmf_accountant(strategy, noise_multiplier=sigma, c_col=np.array(c_col), samples=3000, seed=4,
-                            direction=direction, method="conditional")
+                            direction=direction, method=method)
     lower, estimate, upper = acc.delta_interval(eps)
     row = next(r for r in acc.last_table.to_pylist() if r["direction"] == direction)
     theirs, se = jax_delta(strategy, sigma, c_col, eps, direction == "remove", 6000, seed=11)

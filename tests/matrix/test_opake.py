@@ -117,10 +117,11 @@ def certified_epsilon_upper(rows: list[dict], delta: float) -> float:
     (400, 20, 8, 4.0, 1e-3, tuple(np.round(np.arange(2.0, 3.01, 0.1), 2))),
     (300, 10, 30, 8.0, 1e-2, tuple(np.round(np.arange(2.9, 3.71, 0.1), 2))),
 ])
-def test_epscert_bracket_is_consistent_with_opake(n, b, bands, sigma, delta, eps):
+@pytest.mark.parametrize("method,samples", [("conditional", 3000), ("tilted", 20_000)])
+def test_epscert_bracket_is_consistent_with_opake(n, b, bands, sigma, delta, eps, method, samples):
     strategy = toeplitz_strategy(binomial_c_col(bands), n)
     table = epscert.certify(sampler="balls_and_bins_persistent", sigma=sigma, steps=b, epsilons=list(eps),
-                            method="conditional", samples=3000, seed=17, error_prob=1e-3, strategy=strategy)
+                            method=method, samples=samples, seed=17, error_prob=1e-3, strategy=strategy)
     rows = rows_by(table, direction="both")
     pld = opake_pld(strategy.gram(b).g0, sigma, opake_config(RESOLUTION, OPAKE_FAILURE))
     for r in rows:
