@@ -69,10 +69,10 @@ def main(argv=None) -> None:
             run = lambda n: jax_matrix.naive_sums(sampler, d, words, n, EPS)  # noqa: E731
         else:
             def run(n):
-                acc = acc_mod.create((d,), len(EPS), 1126, 1)
+                sums = acc_mod.ValueSums(len(EPS), 1)
                 for y in jax_matrix.value_blocks(sampler, d, words, n, EPS):
-                    acc = acc_mod.add_values(acc, d, y, y[:1])
-                return acc[d]
+                    sums.add(y, y[:1])
+                return sums.fold_into(acc_mod.create((d,), len(EPS), 1126, 1), d)[d]
         run(budget)  # the timed calls reuse this compile: same block size
         compile_s = time.perf_counter() - start
         calls, start = 0, time.perf_counter()

@@ -19,7 +19,7 @@ from typing import Iterable
 
 import numpy as np
 
-from epscert.montecarlo.exactfloat import UNIT_LOG2, RowSums, float_sum_rows
+from epscert.montecarlo.exactfloat import UNIT_LOG2, RowSums
 from epscert.montecarlo.exactsum import GRID_LOG2, grid_sum_rows
 from epscert.params import Direction
 
@@ -135,16 +135,6 @@ class ValueSums:
         block = DirectionSums(self.count, tuple(self.y.totals()), tuple(self.y2.totals()), UNIT_LOG2,
                               tuple(self.extra.totals()))
         return merge([acc, Accumulator(((direction, block),))])
-
-
-def add_values(acc: Accumulator, direction: Direction, values: np.ndarray, extra: np.ndarray) -> Accumulator:
-    """Fold (|grid|, n) non-negative values and (k, n) extra values in, summed exactly (units 2**-1126)."""
-    values = np.asarray(values, dtype=np.float64)
-    sums_y = float_sum_rows(values)
-    sums_y2 = float_sum_rows(values * values)
-    block = DirectionSums(int(values.shape[1]), tuple(sums_y), tuple(sums_y2), UNIT_LOG2,
-                          tuple(float_sum_rows(extra)))
-    return merge([acc, Accumulator(((direction, block),))])
 
 
 def tagged(acc: Accumulator, tag: str) -> Accumulator:

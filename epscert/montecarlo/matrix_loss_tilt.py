@@ -80,8 +80,6 @@ MAX_TABLE_ENTRIES = 2**23
 MAX_ORDER = 4
 #: Largest log of a tuple weight, C(θ, 2) max G: products and sums stay far from overflow.
 MAX_LOG_WEIGHT = 600.0
-#: Relative allowance on the computed Z_θ and B_θ (module docstring: the rounding is below 1e-10).
-Z_REL = 1e-9
 #: Unit roundoff of float64.
 UNIT_ROUNDOFF = 2.0**-53
 
@@ -103,7 +101,13 @@ def log_bound(log_z: float, theta: int, eps) -> np.ndarray:
     eps = np.asarray(eps, dtype=np.float64)
     if theta == 1:
         return np.zeros_like(eps)
-    return log_z + (1.0 - theta) * eps + (theta - 1) * math.log(theta - 1) - theta * math.log(theta)
+    return log_z + (1.0 - theta) * eps + log_peak(theta)
+
+
+def log_peak(theta: float) -> float:
+    """log max_{u >= 1} (u - 1) u^{-θ} = (θ - 1) log(θ - 1) - θ log θ (at u = θ/(θ - 1)), θ > 1: the constant
+    of every bound of the form (e^L - e^ε)_+ e^{-θL} <= e^{(1-θ)ε + log_peak(θ)}."""
+    return (theta - 1.0) * math.log(theta - 1.0) - theta * math.log(theta)
 
 
 class LossTilt:
@@ -140,7 +144,8 @@ class LossTilt:
         """B_θ(ε) >= every value, with Z_θ's rounding allowance (module docstring) and FLOAT_REL on top."""
         from epscert.montecarlo.matrix_values import FLOAT_REL  # noqa: PLC0415 (matrix_values imports this module)
 
-        return np.exp(log_bound(self.log_z, self.theta, epsilons)) * (1.0 + Z_REL) * (1.0 + 4 * FLOAT_REL)
+        # the values carry the same computed Z as the range: FLOAT_REL covers their own rounding
+        return np.exp(log_bound(self.log_z, self.theta, epsilons)) * (1.0 + 4 * FLOAT_REL)
 
     def value_slack(self, epsilons) -> np.ndarray:
         """TV · B_θ(ε): the most the computed tuple law moves the mean (module docstring, Rounding)."""
@@ -206,10 +211,13 @@ def choose_order(pair, epsilons) -> int:
 
 def remove_tilt_log_values(xp, g_noise, tuples, g_rows, half_diag, log_z: float, theta: int, eps_list):
     """(|ε|, N) logs of Y = Z_θ e^{(1-θ)L} (1 - e^{ε-L})_+ for g = Σ_j G e_{k_j} + g_noise (``tuples`` k, N x θ;
-    ``g_rows`` = G, whose row k is G e_k)."""
+    ``g_rows`` = G, whose row k is G e_k). numpy: ``g_noise`` is overwritten with g."""
     g = g_noise
     for j in range(theta):
-        g = g + g_rows[tuples[:, j]]
+        if xp is np:  # the sampler's own fresh array: added in place
+            g += g_rows[tuples[:, j]]
+        else:
+            g = g + g_rows[tuples[:, j]]
     loss = mk.log_mean_exp(xp, g - half_diag)
     out = []
     for eps in eps_list:

@@ -61,6 +61,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from epscert.montecarlo import matrix_kernels as mk
+from epscert.montecarlo.matrix_loss_tilt import log_peak
 from epscert.rng import check_seed, stream_generator
 
 #: Rows drawn per block (a b = 100 block is 1.6 MB per array).
@@ -99,7 +100,7 @@ def tilted_value_bound(pair, theta: float, epsilon: float, rho: np.ndarray | flo
     if theta == 1.0:
         return np.ones_like(np.asarray(1.0 if rho is None else rho, dtype=float))
     c = theta * (theta - 1.0) * float(np.max(pair.diag)) / 2.0
-    log_k = c + (theta - 1.0) * math.log(theta - 1.0) - theta * math.log(theta)
+    log_k = c + log_peak(theta)
     with np.errstate(over="ignore"):  # an overflow gives inf, a true (useless) upper bound
         flat = np.exp(log_k + (1.0 - theta) * epsilon)
     if rho is None:

@@ -409,7 +409,6 @@ class MatrixValueSampler:
             if order is None:  # the order is the run's (shard.value_sampler: the grid's), never a default here
                 raise ValueError("method='tilted' needs its order (epscert.montecarlo.matrix_loss_tilt.choose_order)")
             self.tilt = loss_tilt(pair, order)
-            self.order = self.tilt.theta
         else:
             self.thresholds, self.log_p, self.log_m = remove_thresholds(pair, self.eps0)
             flat = np.exp(self.log_p.ravel() - self.log_p.max())
@@ -420,6 +419,11 @@ class MatrixValueSampler:
         if self.method == "conditional":
             return 16 * self.lines_per_sample * (self.lines.width + 2) + 4 * self.pair.bins  # (N, K, W) temporaries
         return 4 * self.pair.bins
+
+    @property
+    def order(self) -> int:
+        """The tilt order θ of 'tilted'."""
+        return self.tilt.theta
 
     def block_size(self) -> int:
         if self.method in ("importance", "tilted"):

@@ -18,13 +18,14 @@ from __future__ import annotations
 
 import itertools
 import math
+from fractions import Fraction
 
 import numpy as np
 import pytest
 
 from epscert.montecarlo import matrix_kernels as mk
-from epscert.montecarlo.matrix_loss_tilt import (LossTilt, choose_order, log_bound, loss_tilt, max_order,
-                                                 remove_tilt_log_values)
+from epscert.montecarlo.matrix_loss_tilt import (LossTilt, choose_order, law_tv, log_bound, loss_tilt,
+                                                 max_order, remove_tilt_log_values)
 from epscert.montecarlo.matrix_values import MatrixValueSampler
 from epscert.montecarlo.samplers.matrix_pair import MatrixPair
 from epscert.params import Direction
@@ -112,6 +113,24 @@ def test_tuples_follow_the_exact_tuple_law(theta, b):
     check_counts(tuples, exact_tuple_law(pair, theta))
 
 
+@pytest.mark.parametrize("order", ["random", "descending", "ascending"])
+def test_the_rounded_inverse_cdf_law_is_within_law_tv(order):
+    """The law an inverse CDF on float64 cumulative sums gives, computed in exact rational arithmetic
+    (interval lengths of the computed partial sums over the computed total), against the exact law of the
+    same weights: its total variation is below law_tv's bound. 300 weights spread over 30 decades; sorted
+    descending, the small ones are added to a huge partial sum (the worst case for absorption)."""
+    rng = stream_generator(31, 1)
+    w = np.exp(rng.normal(0.0, 14.0, size=300))
+    if order != "random":
+        w = np.sort(w)[::-1] if order == "descending" else np.sort(w)
+    cum = np.cumsum(w)
+    total_exact = sum(Fraction(float(x)) for x in w)
+    bounds = [Fraction(0)] + [Fraction(float(c)) for c in cum]
+    drawn = [(bounds[k + 1] - bounds[k]) / bounds[-1] for k in range(w.size)]
+    tv = sum(abs(p - Fraction(float(x)) / total_exact) for p, x in zip(drawn, w)) / 2
+    assert 0 < float(tv) <= law_tv(w.size, 0.0), (float(tv), law_tv(w.size, 0.0))  # measured: 5e-18 .. 4e-15
+
+
 def test_jax_draws_the_same_tuple_law():
     """The JAX kernel's categorical draws (θ = 4, b = 4) against the same exact law."""
     jax = pytest.importorskip("jax")
@@ -157,7 +176,7 @@ def test_theta_one_value_is_the_naive_p_form():
     rng = stream_generator(24, 1)
     noise = pair.noise(rng.standard_normal((1000, pair.bins)))
     tuples = rng.integers(0, pair.bins, size=(1000, 1))
-    logs = remove_tilt_log_values(np, noise, tuples, pair.g, pair.half_diag, 0.0, 1, [0.5])[0]
+    logs = remove_tilt_log_values(np, noise.copy(), tuples, pair.g, pair.half_diag, 0.0, 1, [0.5])[0]
     loss = mk.log_mean_exp(np, noise + pair.g[tuples[:, 0]] - pair.half_diag)
     with np.errstate(divide="ignore"):
         expected = np.where(loss > 0.5, np.log1p(-np.exp(np.minimum(0.5 - loss, 0.0))), -np.inf)
