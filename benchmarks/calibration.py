@@ -18,7 +18,7 @@ import time
 from epscert.allocation import bracket_for
 from epscert.inverse.calibrate import calibrate_sigma
 from epscert.inverse.sigma_search import ACCURACY
-from epscert.params import CertifyConfig
+from epscert.config import CertifyConfig
 
 
 def main(argv: list[str] | None = None) -> None:

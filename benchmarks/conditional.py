@@ -6,7 +6,7 @@ its criterion holds or its budget runs out:
 
 - every method stops when its certified UCB is within 5% of its estimate (UCB / mean <= 1.05);
   ``conditional`` / ``conditional_order_stats`` (T = 10^5) use the UCB of
-  epscert.montecarlo.conditional_ucb, and the plain conditional also has a lower bound (UCB / LCB
+  epscert.dpsgd.conditional_ucb, and the plain conditional also has a lower bound (UCB / LCB
   is printed); the relative standard error ("rse") is printed for every method.
 
 Prints CPU seconds (time.process_time), samples, and whether the target was reached.
@@ -20,7 +20,7 @@ import time
 
 from epscert.montecarlo import accumulator as acc_mod
 from epscert.montecarlo.shard import ShardTask, run_shard
-from epscert.params import CertifyConfig, Method
+from epscert.config import CertifyConfig, Method
 from epscert.results.rows import mc_rows
 
 TARGETS = (1e-4, 1e-6, 1e-8)

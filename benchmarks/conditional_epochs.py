@@ -6,7 +6,7 @@ For E fresh Balls-and-Bins epochs, dP/dQ = Π_e S_e, so (REMOVE, K = e^ε)
 
 (tilting: E_Q[S f(S)] = E_P[f(S)], epoch by epoch), where δ_1(ε') = E_Q[(S − e^{ε'})_+] is one
 epoch. Each sample draws the first E − 1 epochs under P (one coordinate of each shifted by 1/σ),
-and the last epoch's conditional value at ε − L (epscert.montecarlo.conditional.remove_values), an
+and the last epoch's conditional value at ε − L (epscert.dpsgd.conditional.remove_values), an
 unbiased value of δ_E. Printed: the estimate, its relative standard deviation per sample, and the
 PLD bracket of the same configuration; CPU seconds by time.process_time.
 
@@ -31,8 +31,8 @@ import time
 import numpy as np
 
 from epscert.allocation import bracket_for
-from epscert.montecarlo.conditional import remove_values
-from epscert.montecarlo.gauss import logsumexp_rows
+from epscert.dpsgd.conditional import remove_values
+from epscert.dpsgd.gauss import logsumexp_rows
 
 CASES = ((0.8, 500, 2, 1e-8), (1.0, 1000, 2, 1e-6), (1.0, 1000, 3, 1e-6))
 SAMPLES = 20_000

@@ -26,7 +26,7 @@ from epscert.fft.compose import fft_bounds
 from epscert.fft.grid import Grid
 from epscert.fft.mechanisms import Schedule, SubsampledGaussian
 from epscert.fft.plancherel import running_bounds
-from epscert.params import Direction
+from epscert.config import Direction
 
 
 def schedule_of(steps: int, blocks: int, q: float, sigma_start: float, sigma_end: float) -> Schedule:

@@ -4,7 +4,7 @@
 
 For T in {1000, 10^4}, E in {1, 10} and each estimator the JAX backend has (naive, order_stats
 with the default ranks; importance at E = 1 only, SPEC §4), REMOVE direction, 16 ε:
-- ``jax``: samples/s of :func:`epscert.montecarlo.backends.jax_backend.direction_sums` (losses,
+- ``jax``: samples/s of :func:`epscert.dpsgd.jax_kernels.direction_sums` (losses,
   Y at 16 ε, exact int64 grid sums on the device, host merge) on JAX's default device, after a
   warm-up call whose time (compile) is reported on its own;
 - ``numpy``: samples/s of the numpy backend (``sampler.draw`` + ``accumulator.add``) on one core
@@ -79,9 +79,10 @@ def bare_rate(steps: int, epochs: int, n_block: int, min_seconds: float) -> floa
 def case(steps: int, epochs: int, method_name: str, jax_samples: int, numpy_seconds: float,
          min_seconds: float) -> dict:
     from epscert.montecarlo import accumulator as acc_mod
+    from epscert.dpsgd import jax_kernels
     from epscert.montecarlo.backends import jax_backend
-    from epscert.montecarlo.samplers import loss_sampler
-    from epscert.params import CertifyConfig, Direction, Method
+    from epscert.config.samplers import loss_sampler
+    from epscert.config import CertifyConfig, Direction, Method
     from epscert.rng import block_generator, stream_key_words
 
     config = CertifyConfig(sampler="balls_and_bins", sigma=SIGMA, steps=steps, epochs=epochs, epsilons=EPS,
@@ -92,12 +93,12 @@ def case(steps: int, epochs: int, method_name: str, jax_samples: int, numpy_seco
     words = stream_key_words(0, 1, 0, 0)
 
     start = time.perf_counter()
-    jax_backend.direction_sums(sampler, method, direction, words, min(jax_samples, 1 << 16), EPS)
+    jax_kernels.direction_sums(sampler, method, direction, words, min(jax_samples, 1 << 16), EPS)
     warmup = time.perf_counter() - start
     result = {}
 
     def run_jax():
-        result["sums"] = jax_backend.direction_sums(sampler, method, direction, words, jax_samples, EPS)
+        result["sums"] = jax_kernels.direction_sums(sampler, method, direction, words, jax_samples, EPS)
     seconds, calls = _timed(run_jax, min_seconds)
     jax_rate = calls * jax_samples / seconds
 
@@ -130,6 +131,7 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
     import jax
 
+    from epscert.dpsgd import jax_kernels
     from epscert.montecarlo.backends import jax_backend
 
     device = jax_backend.device_name()

@@ -41,13 +41,14 @@ def main(argv=None) -> None:
     import jax
 
     from epscert.montecarlo import accumulator as acc_mod
-    from epscert.montecarlo.backends import jax_backend, jax_matrix
-    from epscert.montecarlo.matrix_loss_tilt import choose_order
-    from epscert.montecarlo.matrix_values import MatrixValueSampler
-    from epscert.montecarlo.samplers.matrix_pair import MatrixPair, MatrixPairSampler
-    from epscert.params import Direction
+    from epscert.montecarlo.backends import jax_backend
+    from epscert.matrix import jax_kernels as jax_matrix
+    from epscert.matrix.loss_tilt import choose_order
+    from epscert.matrix.values import MatrixValueSampler
+    from epscert.matrix.pair import MatrixPair, MatrixPairSampler
+    from epscert.config import Direction
     from epscert.rng import block_generator, stream_key_words
-    from epscert.strategies import toeplitz_strategy
+    from epscert.matrix.strategies import toeplitz_strategy
 
     i = np.arange(args.bands)
     strategy = toeplitz_strategy(special.comb(2 * i, i) / 4.0**i, 2000)

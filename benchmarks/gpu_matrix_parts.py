@@ -19,11 +19,11 @@ def main(argv=None) -> None:
     import jax
     import jax.numpy as jnp
 
-    from epscert.montecarlo import matrix_kernels as mk
-    from epscert.montecarlo import matrix_values as mv
-    from epscert.montecarlo.backends.jax_matrix import JaxSpecial
-    from epscert.montecarlo.samplers.matrix_pair import MatrixPair
-    from epscert.strategies import toeplitz_strategy
+    from epscert.matrix import kernels as mk
+    from epscert.matrix import values as mv
+    from epscert.matrix.jax_kernels import JaxSpecial
+    from epscert.matrix.pair import MatrixPair
+    from epscert.matrix.strategies import toeplitz_strategy
 
     i = np.arange(16)
     pair = MatrixPair(toeplitz_strategy(special.comb(2 * i, i) / 4.0**i, 2000).gram(100), 4.8)

@@ -58,7 +58,7 @@ from pathlib import Path  # noqa: E402
 import numpy as np  # noqa: E402
 
 import epscert  # noqa: E402
-from epscert.strategies import toeplitz_strategy  # noqa: E402
+from epscert.matrix.strategies import toeplitz_strategy  # noqa: E402
 
 from benchmarks.matrix_rivals import (binomial_c_col, jax_privacy_losses, load_opake, opake_config,  # noqa: E402
                                       opake_pld)

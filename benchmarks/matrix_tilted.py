@@ -6,7 +6,7 @@ Setting of ``benchmarks/matrix.py`` part 2: n = 2000, b = 100, 16 bands of c_i =
 σ = 4.61 (δ_remove(4) ≈ 1e-8), ε ∈ {3.07, 4.0} (δ ≈ 1e-6 and 1e-8). One core (thread variables set to
 1), CPU seconds from time.process_time.
 
-Part 1, estimates: :func:`epscert.montecarlo.matrix_tilted.tilted_remove_estimate` against the
+Part 1, estimates: :func:`epscert.matrix.tilted.tilted_remove_estimate` against the
 conditional estimator (``epscert.certify``, REMOVE), each with its relative standard error, its
 relative variance per sample and the CPU seconds a 1% relative standard error would take at the
 measured rate (relative variance x CPU s per sample / 1e-4).
@@ -44,12 +44,11 @@ from scipy import special  # noqa: E402
 
 import epscert  # noqa: E402
 from benchmarks.matrix_rivals import binomial_c_col  # noqa: E402
-from epscert.montecarlo.matrix_tilted import (default_theta, tilted_remove_estimate, tilted_value_bound,  # noqa: E402
-                                              tilted_values)
-from epscert.montecarlo.samplers.matrix_pair import MatrixPair  # noqa: E402
+from epscert.matrix.tilted import default_theta, tilted_remove_estimate, tilted_value_bound, tilted_values  # noqa: E402
+from epscert.matrix.pair import MatrixPair  # noqa: E402
 from epscert.rng import stream_generator  # noqa: E402
-from epscert.strategies import toeplitz_strategy  # noqa: E402
-from epscert.strategies.gram import mode_gram  # noqa: E402
+from epscert.matrix.strategies import toeplitz_strategy  # noqa: E402
+from epscert.matrix.strategies.gram import mode_gram  # noqa: E402
 
 FULL = dict(n=2000, b=100, bands=16, sigma=4.61, eps=(3.07, 4.0), tilted=1_000_000, conditional=20_000,
             range_draws=1_000_000, rho0=(2, 3, 4, 5, 6, 8), budget=0.1)

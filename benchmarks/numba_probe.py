@@ -20,7 +20,7 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 import numpy as np  # noqa: E402
 
 from benchmarks.timing import best_of  # noqa: E402
-from epscert.montecarlo.gauss import logsumexp_rows  # noqa: E402
+from epscert.dpsgd.gauss import logsumexp_rows  # noqa: E402
 
 ELEMENTS = 2**20
 

@@ -15,7 +15,7 @@ the CLI runs it, on 1 worker (FnApiRunner in_memory) and 2 workers (multi_proces
 - merge: CPU seconds to merge 10^4 shards' exact partial sums in process (``accumulator.merge`` and the
   CombineFn's ``add_input``) and by the ``CombinePerKey(MergeAccumulatorsFn)`` Beam runs (its pipeline
   minus the same pipeline without it; launcher and worker processes);
-- model: ``epscert.montecarlo.scaling.wall_time`` with the constants measured above, against every
+- model: ``epscert.results.scaling.wall_time`` with the constants measured above, against every
   measured wall time (ratio), then the extrapolation tables of docs/scaling.md.
 
 BLAS/OpenMP threads are pinned to 1 so a worker is one core. The machine's load average is printed
@@ -46,9 +46,9 @@ import pyarrow.parquet as pq  # noqa: E402
 
 from epscert.api import certify_config  # noqa: E402
 from epscert.montecarlo import accumulator as acc_mod  # noqa: E402
-from epscert.montecarlo import scaling  # noqa: E402
+from epscert.results import scaling  # noqa: E402
 from epscert.montecarlo.shard import plan_shards, run_shard  # noqa: E402
-from epscert.params import DEFAULT_ERROR_PROB, CertifyConfig, Method  # noqa: E402
+from epscert.config import DEFAULT_ERROR_PROB, CertifyConfig, Method  # noqa: E402
 from pipelines import certify  # noqa: E402
 from transforms.certify import sort_rows  # noqa: E402
 
@@ -321,7 +321,7 @@ def main(argv: list[str] | None = None) -> None:
     if "model" in sections:
         if measured and startup:
             model_rows(t1, startup, overhead, merge, measured)
-        if not startup:  # not measured in this run: the constants of epscert.montecarlo.scaling
+        if not startup:  # not measured in this run: the constants of epscert.results.scaling
             startup = {1: scaling.STARTUP_SECONDS["in_memory"], 2: scaling.STARTUP_SECONDS["multi_processing"]}
         beta = DEFAULT_ERROR_PROB
         n_naive = math.log(1 / beta) / 1e-8
@@ -337,7 +337,7 @@ def main(argv: list[str] | None = None) -> None:
         for n_matrix in (1e9, 1e10):
             extrapolate(f"(b) Matrix-mechanism certificate (BandMF n = 2000, b = 100, 16 bands), N = {n_matrix:.0e}",
                         n_matrix, args.matrix_rate, overhead, merge, startup,
-                        f"{rate_note}; epscert.montecarlo.scaling.scaling_table(samples, rate_per_core, ...) computes "
+                        f"{rate_note}; epscert.results.scaling.scaling_table(samples, rate_per_core, ...) computes "
                         "the rows. Start-up as in (a).")
     print(f"\n{load()} at the end")
 

@@ -22,7 +22,7 @@ import dp_accounting
 from dp_accounting.pld import pld_privacy_accountant
 
 import epscert.analytic.poisson as poisson
-from epscert.params import Direction
+from epscert.config import Direction
 
 ISSUE_24 = "0.8:1000:1,1.0:234:10,0.8:10000:10,0.5:100000:1,1.5:97:50"
 

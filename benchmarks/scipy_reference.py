@@ -13,8 +13,8 @@ import math
 import numpy as np
 from scipy import special, stats
 
-from epscert.params import Direction
-from epscert.montecarlo.samplers.balls_and_bins import threshold_add, threshold_remove
+from epscert.config import Direction
+from epscert.dpsgd.balls_and_bins import threshold_add, threshold_remove
 
 
 def naive_losses(rng: np.random.Generator, sigma: float, steps: int, n: int, direction: Direction) -> np.ndarray:

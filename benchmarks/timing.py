@@ -11,9 +11,9 @@ from typing import Callable
 
 from epscert.montecarlo import accumulator as acc_mod
 from epscert.results.rows import mc_rows
-from epscert.params import CertifyConfig, Direction, Method
+from epscert.config import CertifyConfig, Direction, Method
 from epscert.rng import block_generator
-from epscert.montecarlo.samplers import loss_sampler
+from epscert.config.samplers import loss_sampler
 from epscert.montecarlo.shard import ShardTask, run_shard
 
 #: Elements of the arrays the RNG + exp limit is measured on (one block: 8 MiB of float64).

@@ -1,4 +1,4 @@
-"""An accountant object in the style of dp_accounting and Opacus.
+"""An accountant object in the style of dp_accounting and Opacus, and ``epscert.BatchSampler`` beside it.
 
     acc = epscert.Accountant(noise_multiplier=0.8, steps=1000, epochs=2)
     acc = epscert.Accountant(noise_multiplier=1.0, dataset_size=60000, batch_size=256, epochs=10)
@@ -9,7 +9,7 @@
     epscert.Accountant.calibrate(target_epsilon=8, target_delta=1e-5, steps=1000)
 
     # a matrix mechanism (DP-FTRL / BandMF) with Balls-and-Bins batches of cycle length b
-    st = epscert.strategies.toeplitz_strategy(c_col=[1.0, 0.5, 0.25], iterations=2000)
+    st = epscert.matrix.strategies.toeplitz_strategy(c_col=[1.0, 0.5, 0.25], iterations=2000)
     acc = epscert.Accountant(noise_multiplier=3.0, strategy=st, cycle_length=100)
 
 Every number it returns holds with probability >= 1 - error_prob (Monte Carlo) or is an
@@ -35,12 +35,15 @@ from epscert.inverse.epsilon_at_delta import mc_epsilon_rows, analytic_epsilon_r
 from epscert.inverse.best import (Certificate, Interval, best_certificate, certificate_name, lower_and_estimate,
                                   matrix_lower_rows, with_other_side)
 from epscert.inverse.prefix import certificate_after
-from epscert.mechanism import mechanism_settings
-from epscert.params import (BRACKET_METHODS, DEFAULT_ERROR_PROB, DEFAULT_SAMPLES, MAX_EPSILON, CertifyConfig, Method,
-                            check_float, check_int, steps_per_epoch)
+from epscert.config.mechanism import mechanism_settings
+from epscert.config import (
+    BRACKET_METHODS, DEFAULT_ERROR_PROB, DEFAULT_SAMPLES, MAX_EPSILON, CertifyConfig, Method, check_float, check_int,
+    steps_per_epoch,
+)
+from epscert.batching.indices import BatchIndexSampler
 from epscert.progress import Callback
 from epscert.schema import to_table
-from epscert.strategies import Strategy, toeplitz_strategy
+from epscert.matrix.strategies import Strategy, toeplitz_strategy
 
 #: Analytic methods whose value is an upper bound usable as a certificate for both questions,
 #: δ(ε) and ε(δ) (rdp_upper has no ε(δ) here: pld_upper answers both, and tighter).
@@ -52,7 +55,7 @@ class NotCertifiedWarning(UserWarning):
 
 
 def resolve_steps(steps: int | None, dataset_size: int | None, batch_size: int | None) -> int:
-    """``steps``, or ``dataset_size // batch_size`` (:func:`epscert.params.steps_per_epoch`); not both."""
+    """``steps``, or ``dataset_size // batch_size`` (:func:`epscert.names.steps_per_epoch`); not both."""
     if batch_size is not None:
         if steps is not None:
             raise ValueError(f"give either steps or dataset_size and batch_size, not both, got steps={steps!r}, "
@@ -75,9 +78,9 @@ class Accountant:
     ``max_batch_size`` asks for truncated batches. ``progress`` receives
     :class:`epscert.progress.ProgressUpdate` s of long computations (None: silent).
 
-    A matrix mechanism (DP-FTRL / BandMF): ``strategy`` (:func:`epscert.strategies.toeplitz_strategy`
-    or :func:`~epscert.strategies.dense_strategy`) and ``cycle_length`` b (an alias of ``steps``); the
-    sampler is then ``balls_and_bins_persistent`` (:func:`epscert.mechanism.mechanism_settings`) and
+    A matrix mechanism (DP-FTRL / BandMF): ``strategy`` (:func:`epscert.matrix.strategies.toeplitz_strategy`
+    or :func:`~epscert.matrix.strategies.dense_strategy`) and ``cycle_length`` b (an alias of ``steps``); the
+    sampler is then ``balls_and_bins_persistent`` (:func:`epscert.config.mechanism.mechanism_settings`) and
     ``method='auto'`` takes the tightest of the matrix candidates
     (:data:`epscert.inverse.best.MATRIX_CANDIDATES`).
     """
@@ -275,3 +278,17 @@ class Accountant:
                                methods=(method,), samples=samples, error_prob=error_prob, seed=seed,
                                **truncation, **kwargs)
         return calibrate_sigma(config, target_epsilon, target_delta, progress=progress)
+
+
+class BatchSampler(BatchIndexSampler):
+    """Batch indices of one certified sampler (:class:`~epscert.batching.indices.BatchIndexSampler`)."""
+
+    def accountant(self, noise_multiplier: float, epochs: int | None = None, **kwargs) -> Accountant:
+        """The :class:`epscert.Accountant` of this sampler run for ``epochs`` (default: all) epochs.
+
+        Further keyword arguments (method, samples, error_prob, seed, ...) go to the Accountant.
+        """
+        args = self.accountant_arguments()
+        if epochs is not None:
+            args["epochs"] = epochs
+        return Accountant(noise_multiplier=noise_multiplier, **args, **kwargs)

@@ -12,7 +12,7 @@ from typing import Callable, Sequence
 import pyarrow as pa
 
 from epscert.montecarlo.backends import check_available
-from epscert.params import DEFAULT_ERROR_PROB, DEFAULT_SAMPLES, CertifyConfig, check_float, check_int
+from epscert.config import DEFAULT_ERROR_PROB, DEFAULT_SAMPLES, CertifyConfig, check_float, check_int
 from epscert.results.cost import CERTIFY_MAX_CPU_HOURS, check_cpu_hours, check_pld_memory, config_cost
 from epscert.results.rows import analytic_rows
 from epscert.results.tables import certify_config
@@ -56,12 +56,12 @@ def certify(
     default device, float64; Balls-and-Bins/deterministic naive and importance), or
     ``auto`` (JAX when it sees a GPU and has the kernel, else numpy).
     Returns one row per (method, direction, ε) in :data:`epscert.schema.RESULTS_SCHEMA`.
-    ``strategy`` (:func:`epscert.strategies.toeplitz_strategy` or :func:`~epscert.strategies.dense_strategy`)
+    ``strategy`` (:func:`epscert.matrix.strategies.toeplitz_strategy` or :func:`~epscert.matrix.strategies.dense_strategy`)
     certifies the matrix mechanism (DP-FTRL / BandMF) instead of DP-SGD: ``sampler`` must be
     ``balls_and_bins_persistent`` and ``steps`` is the cycle length b (``epochs`` is then the number of
     cycles, ceil(n/b)); methods ``naive``, ``importance``, ``conditional``, ``tilted`` (``auto``) and the
     deterministic ``independent_lower_bound`` / ``comonotone_upper_bound``
-    (:mod:`epscert.montecarlo.samplers.matrix_pair`).
+    (:mod:`epscert.matrix.pair`).
     ``target_rel_width`` (with ``max_samples``, default 64 x ``samples``): Monte Carlo methods run
     waves of doubling samples until UCB / LCB <= 1 + w (:mod:`epscert.results.waves`, β spent as
     β·2^{-(k+1)} in wave k).

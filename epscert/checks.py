@@ -1,5 +1,5 @@
-"""Checks of user values for error messages, and order-statistic rank lists (the ground floor of
-:mod:`epscert.params`, which re-exports them).
+"""Checks of user values for error messages, and order-statistic rank lists: the ground floor, beside
+:mod:`epscert.names` (:mod:`epscert.config` re-exports both for the floors above it).
 
 Every check raises ``ValueError`` naming the field and the value as typed (bounded by :func:`show`).
 """

@@ -29,8 +29,9 @@ from epscert.fft.compose import fft_bounds
 from epscert.fft.mechanisms import Schedule, SubsampledGaussian
 from epscert.fft.report import to_rows as fft_rows
 from epscert.results.rows import analytic_rows
-from epscert.params import (BRACKET_MAX_EPOCHS, BRACKET_MAX_STEPS, BRACKET_METHODS, BRACKET_MIN_SIGMA, CertifyConfig,
-                            Method, Sampler)
+from epscert.config import (
+    BRACKET_MAX_EPOCHS, BRACKET_MAX_STEPS, BRACKET_METHODS, BRACKET_MIN_SIGMA, CertifyConfig, Method, Sampler,
+)
 from epscert.progress import Callback, ProgressMeter
 from epscert.schema import to_table
 

@@ -1,12 +1,12 @@
 """What epscert supports: mechanism × sampler × method → the guarantee its numbers carry.
 
-This is the one table. :data:`epscert.params.SUPPORTED_METHODS` (what a configuration accepts),
+This is the one table. :data:`epscert.names.SUPPORTED_METHODS` (what a configuration accepts),
 :data:`epscert.inverse.best.CANDIDATES` (what ``epscert epsilon``, ``Accountant`` and a sweep's
 ``method: auto`` try, in order) and the support matrix in ``docs/support_matrix.md`` (written by
 ``python -m pipelines.support_matrix``, checked by ``tests/core/test_support_matrix.py``) are all read from
 it, so they cannot drift apart.
 
-It holds names (strings) only, so that the ground floor (:mod:`epscert.params`) can read it
+It holds names (strings) only, so that the ground floor (:mod:`epscert.names`) can read it
 without an import cycle. Adding a mechanism is one place: an entry in :data:`MECHANISMS`, its rows in
 :func:`_rows` (``add(sampler, method, guarantee, note, mechanism="bandmf")``) and its candidates in
 :data:`CANDIDATES`; a configuration with a ``mechanism`` field validates its method against

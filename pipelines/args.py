@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from epscert.params import underflows
+from epscert.config import underflows
 
 #: Longest integer flag value read (Python refuses int() past 4300 digits; seeds stop at 39).
 MAX_FLAG_DIGITS = 100

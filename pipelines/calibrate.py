@@ -22,7 +22,7 @@ import uuid
 from typing import Sequence
 
 from epscert.inverse.calibrate import calibrate_sigma, uses_bracket
-from epscert.params import (
+from epscert.config import (
     DEFAULT_ERROR_PROB, DEFAULT_SAMPLES, MAX_EPSILON, CertifyConfig, Direction, Method, Sampler, check_float,
 )
 from epscert.progress import print_to_stderr

@@ -34,13 +34,13 @@ from epscert.results.cost import (
     CERTIFY_MAX_CPU_HOURS, MAX_BASELINE_SECONDS, MAX_PLD_BYTES, Cost, check_cpu_hours, check_pld_memory, config_cost,
     format_bytes, format_seconds,
 )
-from epscert.params import (
+from epscert.config import (
     DEFAULT_ERROR_PROB, DEFAULT_PLD_DISCRETIZATION, DEFAULT_SAMPLES, CertifyConfig, Direction, Method, Sampler,
     check_float,
 )
-from epscert.mechanism import DEFAULT_SAMPLER, MATRIX_SAMPLER
+from epscert.config.mechanism import DEFAULT_SAMPLER, MATRIX_SAMPLER
 from epscert.montecarlo import backends
-from epscert.montecarlo.scaling import auto_shards
+from epscert.results.scaling import auto_shards
 from pipelines.options import (
     ArgumentParser, RunnerChoice, UsageError, check_output_reachable, check_unknown_flags,
     check_writable_file, choose_runner, make_pipeline, parse_floats, parse_int, report_usage_error,
@@ -124,7 +124,7 @@ def build_parser(prog: str = PROG) -> ArgumentParser:
 
 
 def config_from_args(args, workers: int = 1) -> CertifyConfig:
-    """The validated configuration, with the shard count resolved ('auto' -> epscert.montecarlo.scaling.auto_shards
+    """The validated configuration, with the shard count resolved ('auto' -> epscert.results.scaling.auto_shards
     for ``workers`` workers)."""
     methods = tuple(m.strip() for m in args.method.split(",") if m.strip()) or (args.method,)
     strategy, sampler, steps = strategy_args(args)

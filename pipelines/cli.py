@@ -22,7 +22,7 @@ COMMANDS = {
     "calibrate": ("pipelines.calibrate:main", "smallest sigma with certified epsilon(delta) <= target, then a fresh-seed certificate"),
     "plot": ("pipelines.plot:main", "figures from a results table: delta(epsilon) curves, epsilon(delta) against sigma"),
     "fft": ("epscert.fft.report:cli_fft", "certified delta(epsilon) bracket of a heterogeneous schedule (Fourier)"),
-    "hidden-state": ("epscert.hidden_state:cli_hidden_state", "last-iterate epsilon(delta) of noisy SGD (Ye & Shokri)"),
+    "hidden-state": ("epscert.analytic.hidden_state:cli_hidden_state", "last-iterate epsilon(delta) of noisy SGD (Ye & Shokri)"),
 }
 
 

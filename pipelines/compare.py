@@ -12,7 +12,7 @@ import sys
 from typing import Sequence
 
 from epscert.compare import compare_rows, pivot
-from epscert.params import DEFAULT_ERROR_PROB, DEFAULT_SAMPLES, CertifyConfig, Direction, Method
+from epscert.config import DEFAULT_ERROR_PROB, DEFAULT_SAMPLES, CertifyConfig, Direction, Method
 from epscert.inverse.epsilon_at_delta import check_deltas
 from epscert.progress import print_to_stderr
 from pipelines.flags import FlagError, check_leftovers

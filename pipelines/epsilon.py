@@ -29,10 +29,10 @@ from typing import Sequence
 from epscert.inverse.best import best_certificate
 from epscert.inverse.epsilon_at_delta import analytic_epsilon_rows, check_deltas
 from epscert.compare import bracket_config
-from epscert.params import DEFAULT_PLD_DISCRETIZATION, CertifyConfig, Direction, Method, Sampler, steps_per_epoch
+from epscert.config import DEFAULT_PLD_DISCRETIZATION, CertifyConfig, Direction, Method, Sampler, steps_per_epoch
 from epscert.results.cost import analytic_cost
 from epscert.progress import print_to_stderr
-from epscert.mechanism import DEFAULT_SAMPLER, MATRIX_SAMPLER, mechanism_settings
+from epscert.config.mechanism import DEFAULT_SAMPLER, MATRIX_SAMPLER, mechanism_settings
 from pipelines.args import ArgumentParser, UsageError, parse_floats, parse_int, report_usage_error
 from pipelines.strategy_flags import add_strategy_flags, strategy_args, strategy_of
 

@@ -24,7 +24,7 @@ from apache_beam.options.pipeline_options import (
     WorkerOptions,
 )
 
-from epscert.montecarlo.scaling import STARTUP_SECONDS
+from epscert.results.scaling import STARTUP_SECONDS
 
 
 @dataclass(frozen=True)

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Sequence, TextIO
 
-from epscert.montecarlo.scaling import WallTime, wall_time
-from epscert.montecarlo.shard import estimated_seconds
-from epscert.params import CertifyConfig
+from epscert.results.scaling import WallTime, wall_time
+from epscert.config.samplers import estimated_seconds
+from epscert.config import CertifyConfig
 from epscert.results import cost as cost_mod
 from epscert.results.cost import Cost, config_cost, format_bytes, format_seconds
 from pipelines.strategy_flags import describe_strategy
@@ -40,7 +40,7 @@ def describe(config: CertifyConfig, cost: Cost) -> str:
 
 
 def expected_wall(configs: Sequence[CertifyConfig], workers: Parallelism) -> tuple[int, WallTime, float]:
-    """(Monte Carlo shards, the model's wall time of the sampling (:func:`epscert.montecarlo.scaling.wall_time`,
+    """(Monte Carlo shards, the model's wall time of the sampling (:func:`epscert.results.scaling.wall_time`,
     shards taken as equal), one-core seconds of the analytic work that shares the workers)."""
     mc_seconds = sum(estimated_seconds(c, m) for c in configs for m in c.resolved if m.is_monte_carlo)
     shards = sum(c.shards for c in configs for m in c.resolved if m.is_monte_carlo)

@@ -352,7 +352,7 @@ def epsilon_at(rows: Sequence[dict], delta: float) -> float:
 def _computed_epsilon(r: dict, delta: float, direction: str) -> tuple[float, str]:
     """ε(δ) of an analytic row's method at (sampler, σ, T, E), computed at δ itself (core functions)."""
     from epscert.inverse.epsilon_at_delta import analytic_epsilon_rows  # noqa: PLC0415 (plotting only)
-    from epscert.params import CertifyConfig, Method  # noqa: PLC0415
+    from epscert.config import CertifyConfig, Method  # noqa: PLC0415
 
     config = CertifyConfig(r["sampler"], r["sigma"], r["steps"], (1.0,), epochs=r["epochs"], methods=(r["method"],),
                            direction=direction, dataset_size=r.get("dataset_size"),

@@ -33,7 +33,7 @@ configuration, which is computed once. ``max_batch_size`` B (with ``dataset_size
 truncated batches (SPEC §9): n and B then go into the configuration, and T comes from ``steps``
 or from ``batch_size`` as above.
 
-Matrix mechanism (DP-FTRL / BandMF, :mod:`epscert.mechanism`)::
+Matrix mechanism (DP-FTRL / BandMF, :mod:`epscert.config.mechanism`)::
 
     sigma: [3, 4]
     c_col: [1.0, 0.5, 0.25]        # one strategy; [[1.0, 0.5], [1.0, 0.5, 0.25]] is a grid of two,
@@ -66,11 +66,11 @@ from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
 from epscert.inverse.best import auto_methods
-from epscert import mechanism
-from epscert.mechanism import mechanism_settings, read_c_col, strategy_from
+from epscert.config import mechanism
+from epscert.config.mechanism import mechanism_settings, read_c_col, strategy_from
 from epscert.results.baselines import baseline_tasks
 from epscert.results.cost import check_pld_memory
-from epscert.params import DEFAULT_ERROR_PROB, DEFAULT_SAMPLES, CertifyConfig, Method, show, steps_per_epoch
+from epscert.config import DEFAULT_ERROR_PROB, DEFAULT_SAMPLES, CertifyConfig, Method, show, steps_per_epoch
 from pipelines.certify import with_shards
 from pipelines.options import UsageError
 from transforms.sinks import is_local
@@ -79,7 +79,7 @@ from transforms.sinks import is_local
 GRID_KEYS = ("sampler", "sigma", "steps", "dataset_size", "batch_size", "max_batch_size", "epochs", "method",
              "samples", "orders", "error_prob", "direction", "backend") + (
              "mechanism", "c_col", "strategy_matrix", "iterations", "cycle_length")
-#: The matrix-mechanism keys (epscert.mechanism): turned into a strategy and a cycle length per combination.
+#: The matrix-mechanism keys (epscert.config.mechanism): turned into a strategy and a cycle length per combination.
 STRATEGY_KEYS = ("mechanism", "c_col", "strategy_matrix", "iterations", "cycle_length")
 #: Keys with exactly one value.
 SINGLE_KEYS = ("epsilons", "seed", "shards", "pld_discretization", "baselines")

@@ -6,7 +6,7 @@
 A strategy flag (``--c-col`` with ``--iterations``, or ``--strategy-matrix``) makes the request a
 matrix mechanism, whose sampler is ``balls_and_bins_persistent`` (the default then; another
 ``--sampler`` is refused) and whose ``--steps`` is the cycle length (``--cycle-length`` is its
-alias). The rules are :func:`epscert.mechanism.mechanism_settings`, shared with the API and sweep
+alias). The rules are :func:`epscert.config.mechanism.mechanism_settings`, shared with the API and sweep
 specs. A dense strategy travels to Beam workers by path and SHA-256: every worker must read the same
 file at the same path (a shared mount, or a file in the worker image), and a worker whose file differs
 refuses the work (:func:`transforms.shards.check_strategy`).
@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import argparse
 
-from epscert.mechanism import MECHANISMS, mechanism_settings, strategy_from
-from epscert.params import CertifyConfig
-from epscert.strategies import MAX_DENSE_ITERATIONS, Strategy
+from epscert.config.mechanism import MECHANISMS, mechanism_settings, strategy_from
+from epscert.config import CertifyConfig
+from epscert.matrix.strategies import MAX_DENSE_ITERATIONS, Strategy
 from pipelines.args import UsageError, parse_int
 
 WORKERS_NEED_THE_FILE = ("referenced by path and SHA-256: Beam workers must read the same file at the same path "

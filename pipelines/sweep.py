@@ -28,9 +28,9 @@ from typing import Sequence, TextIO
 import apache_beam as beam
 from apache_beam.runners.runner import PipelineResult, PipelineState
 
-from epscert.params import CertifyConfig, check_float
+from epscert.config import CertifyConfig, check_float
 from epscert.montecarlo import backends
-from epscert.montecarlo.shard import estimated_seconds
+from epscert.config.samplers import estimated_seconds
 from pipelines import spec as spec_mod
 from pipelines.options import (
     ArgumentParser, RunnerChoice, UsageError, check_output_reachable, check_unknown_flags,

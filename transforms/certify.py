@@ -16,7 +16,7 @@ from typing import Iterable, Mapping
 import apache_beam as beam
 
 from epscert.results.rows import row_count
-from epscert.params import CertifyConfig
+from epscert.config import CertifyConfig
 from epscert.schema import to_table
 from transforms.progress import ProgressReporter
 from transforms.shards import (

@@ -14,9 +14,9 @@ from apache_beam.metrics import Metrics
 
 from epscert.montecarlo import accumulator as acc_mod
 from epscert.results.rows import analytic_rows, mc_rows
-from epscert.params import CertifyConfig, Method
+from epscert.config import CertifyConfig, Method
 from epscert.montecarlo.shard import ShardTask, plan_shards, run_shard
-from epscert.strategies import Strategy
+from epscert.matrix.strategies import Strategy
 from transforms.progress import ProgressReporter
 
 #: Namespace of every Beam metric epscert reports.
@@ -30,7 +30,7 @@ def check_strategy(config: CertifyConfig) -> CertifyConfig:
     """``config``, after checking on this worker that a dense strategy file is the one the job was built with.
 
     A configuration carries a Toeplitz strategy by value (its c_col) and a dense one by path and
-    SHA-256. Rebuilding the :class:`~epscert.strategies.Strategy` here reads the worker's file and
+    SHA-256. Rebuilding the :class:`~epscert.matrix.strategies.Strategy` here reads the worker's file and
     compares its digest: a missing, unreadable or changed file raises ValueError naming the path,
     before any sampling on it.
     """

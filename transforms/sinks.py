@@ -19,7 +19,7 @@ from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 
-from epscert.params import CertifyConfig
+from epscert.config import CertifyConfig
 from epscert.schema import RESULTS_SCHEMA, to_table
 from transforms.certify import expected_row_count, sort_rows
 from transforms.shards import NAMESPACE

@@ -67,10 +67,10 @@ from epscert.allocation.epoch import EXCESS_ROUNDING, ChainLaw
 from epscert.allocation.grid import GridShape
 from epscert.allocation.prefix import run_laws
 from epscert.allocation.tails import cap_terms, log_cap
-from epscert.params import BRACKET_MAX_EPOCHS as MAX_EPOCHS
-from epscert.params import BRACKET_MAX_STEPS as MAX_STEPS
-from epscert.params import BRACKET_MIN_SIGMA as MIN_SIGMA
-from epscert.params import Direction
+from epscert.names import BRACKET_MAX_EPOCHS as MAX_EPOCHS
+from epscert.names import BRACKET_MAX_STEPS as MAX_STEPS
+from epscert.names import BRACKET_MIN_SIGMA as MIN_SIGMA
+from epscert.names import Direction
 
 #: The epochs the cap is chosen for (module docstring, step 1): the longest run, so one set of laws
 #: serves every E and every prefix.

@@ -32,7 +32,7 @@ import numpy as np
 from epscert.analytic.cube import PAIR_MEANS, c_search_range, log1mexp, log_cdf_error, log_cdf_max
 from epscert.fft import tilt
 from epscert.fft.pairs import UNIT_ROUNDOFF, GridMasses
-from epscert.params import Direction
+from epscert.names import Direction
 
 #: Breakpoints of the slicing of M.
 SLICES = 600

@@ -28,7 +28,7 @@ import math
 import numpy as np
 from scipy import optimize, special
 
-from epscert.params import Direction
+from epscert.names import Direction
 
 #: Grid points for the first pass of the maximisation over C.
 GRID_POINTS = 2001

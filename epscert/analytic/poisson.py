@@ -57,7 +57,7 @@ from scipy import special
 
 from epscert.fft.gaussmix import TAIL_Z, SubsampledPair
 from epscert.fft.pairs import GridMasses, ctd_upper, merge_lower
-from epscert.params import Direction
+from epscert.names import Direction
 
 #: Relative allowance on RDP δ (log-space arithmetic over a few dozen orders).
 RDP_RELATIVE = 1e-9

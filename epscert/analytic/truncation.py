@@ -21,7 +21,7 @@ import math
 
 from scipy import stats
 
-from epscert.params import check_float, check_int
+from epscert.checks import check_float, check_int
 
 #: Default fraction of the target δ the penalty may take when sizing B.
 DEFAULT_PENALTY_FRACTION = 0.01
@@ -46,7 +46,7 @@ def truncation_penalty(epsilon: float, dataset_size: int, steps: int, epochs: in
 
 
 def config_penalty(config, epsilon: float) -> float:
-    """The penalty of a :class:`~epscert.params.CertifyConfig` at ε (0 without truncation)."""
+    """The penalty of a :class:`~epscert.config.CertifyConfig` at ε (0 without truncation)."""
     if not config.truncated:
         return 0.0
     return truncation_penalty(epsilon, config.dataset_size, config.steps, config.epochs, config.max_batch_size)

@@ -35,7 +35,8 @@ from typing import Iterator
 
 import numpy as np
 
-from epscert.params import Sampler, check_int, parse_sampler, show
+from epscert.names import Sampler, parse_sampler
+from epscert.checks import check_int, show
 from epscert.rng import check_seed, stream_generator
 
 #: The spawn-key word that separates batch streams from every Monte Carlo stream.

@@ -4,7 +4,7 @@ Certified lower <= δ(ε) <= upper for a list of (mechanism, count): grid placem
 connect-the-dots (upper) and merging (lower) (``grid``, ``pairs``, ``gaussmix``), one tilted FFT
 product per side (``tilt``, ``compose``), the running δ of a schedule by Plancherel
 (``plancherel``), the a-priori choice of L and n (``choose``), rows and the command line
-(``report``). May import numpy, scipy and epscert.params/schema only.
+(``report``). May import numpy, scipy and the ground floor (names, checks, schema) only.
 
     >>> from epscert.fft import Grid, Schedule, SubsampledGaussian, fft_bounds
     >>> sched = Schedule.of([(SubsampledGaussian(q=0.01, sigma=1.0), 100)])

@@ -32,7 +32,8 @@ from epscert.fft.compose import FIT_TAIL
 from epscert.fft.grid import MAX_N, MIN_DX, Grid
 from epscert.fft.pairs import UNIT_ROUNDOFF
 from epscert.fft.mechanisms import Schedule
-from epscert.params import MAX_EPSILON, Direction, check_float, check_int
+from epscert.names import MAX_EPSILON, Direction
+from epscert.checks import check_float, check_int
 
 #: λ values for the a-priori Chernoff bounds (integers where the subsampled RDP is exact).
 APRIORI_LAMBDAS = np.concatenate([2.0 ** np.arange(-8.0, 0.0, 0.25), np.arange(1.0, 257.0)])

@@ -31,7 +31,8 @@ import numpy as np
 from epscert.fft import tilt
 from epscert.fft.grid import Grid, Rounding
 from epscert.fft.mechanisms import Schedule
-from epscert.params import Direction, check_float
+from epscert.names import Direction
+from epscert.checks import check_float
 
 #: The check tilt is the tilt divided by this (λ = 0 is checked against CHECK_LAM).
 CHECK_FACTOR = 2.0**0.25

@@ -35,7 +35,7 @@ import numpy as np
 from scipy import optimize, special
 
 from epscert.fft.pairs import UNIT_ROUNDOFF, Cells, Reservoir
-from epscert.params import Direction
+from epscert.names import Direction
 
 #: Assumed accuracy of scipy.special.ndtr (units of u, relative).
 NDTR_ULP = 64.0

@@ -33,7 +33,7 @@ import numpy as np
 
 from epscert.fft.gaussmix import SubsampledPair
 from epscert.fft.pairs import UNIT_ROUNDOFF, Cells, GridMasses, ctd_upper, merge_lower
-from epscert.params import check_float, check_int
+from epscert.checks import check_float, check_int
 
 #: Smallest grid step accepted (the loss maps' round-off must stay far below it).
 MIN_DX = 1e-9

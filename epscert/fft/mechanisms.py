@@ -38,7 +38,8 @@ from scipy import special
 from epscert.fft.gaussmix import SubsampledPair
 from epscert.fft.grid import Grid, Rounding, place_atoms, place_pair
 from epscert.fft.pairs import GridMasses
-from epscert.params import Direction, check_float, check_int
+from epscert.names import Direction
+from epscert.checks import check_float, check_int
 
 
 class Mechanism(abc.ABC):

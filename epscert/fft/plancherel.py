@@ -34,7 +34,8 @@ from epscert.fft.compose import check_epsilons, parts_of, placed_factors, tilts_
 from epscert.fft.grid import Grid, Rounding
 from epscert.fft.mechanisms import Schedule
 from epscert.fft.pairs import UNIT_ROUNDOFF
-from epscert.params import Direction, check_int
+from epscert.names import Direction
+from epscert.checks import check_int
 
 
 @dataclass(frozen=True, eq=False)

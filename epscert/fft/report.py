@@ -22,7 +22,7 @@ from epscert.fft.compose import FFTBounds, fft_bounds
 from epscert.fft.grid import Grid
 from epscert.fft.mechanisms import Schedule
 from epscert.fft.plancherel import RunningBounds, running_bounds
-from epscert.params import Direction
+from epscert.names import Direction
 from epscert.schema import COLUMNS
 
 SAMPLER = "heterogeneous"

@@ -28,7 +28,7 @@ the cycle in progress whole.
 - BandMF (DP-MF with a banded Toeplitz C, ``jax_privacy.experimental.monte_carlo``'s convention):
   :func:`bandmf_accountant` takes the ``BallsInBinsSampling`` strategy, the noise multiplier and
   ``c_col`` and returns the epscert Accountant of the matrix mechanism for exactly that run
-  (:mod:`epscert.strategies`: y = C x + σ z, σ relative to the clip norm, C not normalised).
+  (:mod:`epscert.matrix.strategies`: y = C x + σ z, σ relative to the clip norm, C not normalised).
 - ``FixedBatchSampling`` reduces only for full batches (batch_size = num_examples, without
   replacement): every example in every step, ``deterministic`` with T = 1. Smaller fixed-size batches
   are refused: under zero-out adjacency the other records' sum depends on whether the target is in
@@ -41,10 +41,10 @@ import math
 from typing import Any
 
 from epscert.accountant import Accountant
-from epscert.batch_sampler import BatchSampler
-from epscert.mechanism import read_c_col
-from epscert.strategies import toeplitz_strategy
-from epscert.params import check_int
+from epscert.accountant import BatchSampler
+from epscert.config.mechanism import read_c_col
+from epscert.matrix.strategies import toeplitz_strategy
+from epscert.config import check_int
 
 #: |1/sampling_prob - T| below this counts as the integer T.
 RATE_TOLERANCE = 1e-9

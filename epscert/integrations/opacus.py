@@ -62,7 +62,7 @@ from epscert.accountant import Accountant
 from epscert.batching.indices import BatchIndexSampler
 from epscert.inverse.epsilon_at_delta import analytic_epsilon_rows
 from epscert.integrations.torch import data_loader as epscert_data_loader
-from epscert.params import CertifyConfig, Method, Sampler, check_float, parse_sampler, show
+from epscert.config import CertifyConfig, Method, Sampler, check_float, parse_sampler, show
 
 MECHANISM = "epscert"
 #: A sample rate within this relative distance of k/T (or 1/T) counts as that fraction.

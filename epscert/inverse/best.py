@@ -14,13 +14,13 @@ Candidates (the one table, :data:`epscert.support.CANDIDATES`):
 - deterministic: ``exact``.
 - balls_and_bins: the deterministic PLD bracket's upper side ``bracket_upper`` (:mod:`epscert.allocation`,
   for σ >= 0.3, T <= 10^6, E <= 1000), Monte Carlo (``auto``, resolved by
-  :class:`~epscert.params.CertifyConfig`), then ``exact`` through domination (below).
+  :class:`~epscert.config.CertifyConfig`), then ``exact`` through domination (below).
 - shuffle, shuffle_persistent: ``exact`` through domination only. Their Monte Carlo pair is tight
   only under a conjecture, so it certifies nothing.
 - a matrix mechanism (a configuration with a strategy, :data:`MATRIX_CANDIDATES`): the
   Balls-and-Bins bracket's upper side ``bracket_upper`` when C = c·I and b divides n (the pair is then
   Balls-and-Bins at σ/(c√k), within the bracket's range), the comonotone Gaussian upper bound
-  ``comonotone_upper_bound`` (:mod:`epscert.allocation.matrix`), then Monte Carlo (``auto``: the
+  ``comonotone_upper_bound`` (:mod:`epscert.matrix.bracket`), then Monte Carlo (``auto``: the
   configuration's method, ``tilted`` by default). No sample floor is applied: its value
   estimators have ranges B(ε) below 1.
 
@@ -72,9 +72,10 @@ from epscert.allocation import bracket_for
 from epscert.allocation.bracket import MAX_EPSILON as BRACKET_MAX_EPSILON
 from epscert.inverse.epsilon_at_delta import analytic_epsilon_rows, check_deltas, mc_epsilon_floor, mc_epsilon_rows
 from epscert.inverse.search import MAX_EPSILON as SEARCH_MAX_EPSILON
-from epscert.montecarlo.shard import estimated_seconds
-from epscert.params import (MAX_EPSILON, MAX_TOTAL_COORDINATES, bracket_limit, parse_sampler,
-                            CertifyConfig, Method, Sampler, check_float)
+from epscert.config.samplers import estimated_seconds
+from epscert.config import (
+    MAX_EPSILON, MAX_TOTAL_COORDINATES, bracket_limit, parse_sampler, CertifyConfig, Method, Sampler, check_float,
+)
 from epscert.progress import Callback, ProgressMeter
 from epscert.results.baselines import independent_bound_applies
 from epscert.results.cost import format_seconds

@@ -34,9 +34,10 @@ import pyarrow as pa
 from epscert.analytic.deterministic import deterministic_bracket
 from epscert.analytic.poisson import poisson_pld_bounds
 from epscert.results.tables import certify_config
-from epscert.params import (BRACKET_MAX_EPOCHS, BRACKET_MAX_STEPS, MAX_EPSILON, CertifyConfig,
-                            Direction, Method, Sampler, check_float)
-from epscert.montecarlo.samplers import loss_sampler
+from epscert.config import (
+    BRACKET_MAX_EPOCHS, BRACKET_MAX_STEPS, MAX_EPSILON, CertifyConfig, Direction, Method, Sampler, check_float,
+)
+from epscert.config.samplers import loss_sampler
 from epscert.analytic.truncation import config_penalty
 from epscert.inverse.sigma_search import round_up, search_sigma
 from epscert.progress import Callback, ProgressMeter, WorkPlan

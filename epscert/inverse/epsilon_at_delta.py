@@ -54,10 +54,10 @@ from epscert.results.tables import certify_config
 from epscert.results.baselines import baseline_tasks
 from epscert.results.rows import analytic_bounds, base_row
 from epscert.inverse.search import epsilon_for_delta
-from epscert.params import BRACKET_METHODS, CertifyConfig, Direction, Method, Sampler, canonical_method, check_float
+from epscert.config import BRACKET_METHODS, CertifyConfig, Direction, Method, Sampler, canonical_method, check_float
 from epscert.analytic.poisson import poisson_pld_epsilon
 from epscert.analytic.truncation import config_penalty
-from epscert.montecarlo.samplers import loss_sampler
+from epscert.config.samplers import loss_sampler
 from epscert.progress import Callback, ProgressMeter
 
 DEFAULT_COARSE_GRID = (0.0, 0.125, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0,
@@ -67,7 +67,7 @@ FINE_POINTS = 32
 SEARCH_POINTS = 8
 #: ``bound`` of a matrix mechanism's ε(δ) rows: its rows' UCB and LCB, inverted on a fixed grid.
 MATRIX_GRID_BOUND = "mc_ucb_lcb_fixed_grid"
-#: The matrix mechanism's deterministic bounds (:mod:`epscert.allocation.matrix`), with an ε(δ) curve.
+#: The matrix mechanism's deterministic bounds (:mod:`epscert.matrix.bracket`), with an ε(δ) curve.
 MATRIX_BOUNDS = (Method.INDEPENDENT_LOWER_BOUND, Method.COMONOTONE_UPPER_BOUND)
 #: Analytic methods whose curve is an upper bound on δ(ε) (so their ε(δ) is an upper bound).
 UPPER_METHODS = (Method.EXACT, Method.PLD_UPPER, Method.BRACKET_UPPER, Method.COMONOTONE_UPPER_BOUND)
@@ -127,7 +127,7 @@ def lower_epsilon(eps: np.ndarray, lcb: np.ndarray, delta: float) -> float | Non
 
 def matrix_search_grid(config: CertifyConfig, coarse: Sequence[float], delta: float) -> tuple[float, ...]:
     """The coarse grid of a matrix mechanism, cut after its first point where the comonotone upper
-    bound (:mod:`epscert.allocation.matrix`) is <= ``delta``: ε(δ) lies at or below that point, so
+    bound (:mod:`epscert.matrix.bracket`) is <= ``delta``: ε(δ) lies at or below that point, so
     the search needs nothing beyond it (and past it the estimators' ranges underflow to 0). The cut
     depends on the configuration only, never on samples."""
     grid = np.asarray(sorted(coarse), dtype=np.float64)

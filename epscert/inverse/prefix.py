@@ -1,6 +1,6 @@
 """Certificates after the first n steps of a run, mid-epoch included (``steps_done``).
 
-A run is a :class:`~epscert.params.CertifyConfig`: E epochs of T steps. After n = E'·T + r of its
+A run is a :class:`~epscert.config.CertifyConfig`: E epochs of T steps. After n = E'·T + r of its
 steps (0 <= r < T) the models released so far are the outputs of those n steps, and:
 
 - n = 0: nothing is released; ε = 0 and δ = 0 exactly.
@@ -37,8 +37,10 @@ from epscert.allocation.persistent import persistent_bracket_for
 from epscert.inverse.best import Certificate, best_certificate
 from epscert.inverse.epsilon_at_delta import check_deltas
 from epscert.inverse.search import epsilon_for_delta
-from epscert.params import (BRACKET_MAX_EPOCHS, BRACKET_MAX_STEPS, BRACKET_MIN_SIGMA, MAX_EPSILON, CertifyConfig, Method,
-                            Sampler, check_float, check_int)
+from epscert.config import (
+    BRACKET_MAX_EPOCHS, BRACKET_MAX_STEPS, BRACKET_MIN_SIGMA, MAX_EPSILON, CertifyConfig, Method, Sampler,
+    check_float, check_int,
+)
 from epscert.results.rows import base_row
 
 #: The ``bound`` column of the prefix bracket's rows.

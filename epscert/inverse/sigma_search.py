@@ -37,7 +37,7 @@ import math
 from typing import Callable
 
 from epscert.allocation import AllocationBracket, bracket_for
-from epscert.params import BRACKET_MIN_SIGMA
+from epscert.config import BRACKET_MIN_SIGMA
 
 #: The optimum is checked to this relative accuracy: the lower side shows σ(1 − ACCURACY) fails.
 ACCURACY = 1e-3

@@ -21,7 +21,7 @@ import numpy as np
 
 from epscert.montecarlo.exactfloat import UNIT_LOG2, RowSums
 from epscert.montecarlo.exactsum import GRID_LOG2, grid_sum_rows
-from epscert.params import Direction
+from epscert.names import Direction
 
 
 @dataclass(frozen=True)

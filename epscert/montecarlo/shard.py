@@ -8,6 +8,11 @@ range touches, block by block (memory bounded by the block size, whatever the sa
 keeps its part. Every sample is therefore the same whatever the shard layout, and the sums are
 exact integers, so any layout (1 shard or 10^4, any runner, any worker count) merges to the
 same accumulator and the same rows; a retried shard returns an identical accumulator.
+
+The shard knows no mechanism: the configuration hands it the sampler object
+(``config.mc_sampler(method)``, the protocol of :mod:`epscert.montecarlo`), and the sampler names its
+JAX kernels (``sampler.jax_kernels()``). ``config`` is read by attribute only (samples, epsilons, seed,
+direction, backend, shards, ``sampling_key``); this module imports no configuration class.
 """
 
 from __future__ import annotations
@@ -21,15 +26,11 @@ import numpy as np
 
 from epscert.bounds.truncated_lcb import LEVELS, truncation_levels
 from epscert.montecarlo import accumulator as acc_mod
-from epscert.montecarlo.conditional import conditional_sampler
-from epscert.montecarlo.exactfloat import UNIT_LOG2
-from epscert.montecarlo.samplers.base import BLOCK_ELEMENTS
-from epscert.params import EPSILONS_PER_PASS, CertifyConfig, Direction, Method
-from epscert.rng import block_generator, block_ranges, stream_key_words
 from epscert.montecarlo import backends
-from epscert.montecarlo.matrix_loss_tilt import choose_order
-from epscert.montecarlo.matrix_values import MatrixValueSampler
-from epscert.montecarlo.samplers import loss_sampler, matrix_pair
+from epscert.montecarlo.exactfloat import UNIT_LOG2
+from epscert.montecarlo.protocol import BLOCK_ELEMENTS
+from epscert.names import EPSILONS_PER_PASS, Direction, Method
+from epscert.rng import block_generator, block_ranges, stream_key_words
 
 _DIRECTION_INDEX = {Direction.REMOVE: 0, Direction.ADD: 1}
 
@@ -44,7 +45,7 @@ class ShardTask:
     (progress lines); it does not enter the draws.
     """
 
-    config: CertifyConfig
+    config: object  # an epscert.config.CertifyConfig, read by attribute
     method: Method
     shard_index: int
     samples: int
@@ -66,7 +67,7 @@ class ShardTask:
         return f"{self.config.config_id}/{self.method.value}"
 
 
-def plan_shards(config: CertifyConfig, method: Method, shards: int | None = None,
+def plan_shards(config, method: Method, shards: int | None = None,
                 stream: int = 0) -> list[ShardTask]:
     """Cut stream ``stream`` of ``config.samples`` samples into ``shards`` contiguous shards.
 
@@ -93,26 +94,18 @@ def shard_edges(samples: int, shards: int, block: int) -> list[int]:
     return [i * samples // shards for i in range(shards + 1)]
 
 
-def stream_block(config: CertifyConfig, method: Method) -> int:
+def stream_block(config, method: Method) -> int:
     """Samples per block of the stream that :func:`run_shard` draws for (config, method) in this process.
 
     numpy: the sampler's block (the conditional estimator's capped by its truncated sums' array);
     JAX: the largest of the directions' power-of-two blocks (the others divide it). Used to align
     shard edges to blocks; the draws never depend on it through the layout.
     """
-    values = uses_values(config, method)
-    sampler = value_sampler(config, method) if values else loss_sampler(config, method)
+    sampler = config.mc_sampler(method)
     # 'jax' without resolve: the block sizes are plain Python, so a launcher without JAX can plan for workers with it
     if config.backend != "jax" and backends.resolve(config.backend, sampler, method) != "jax":
-        return conditional_block(sampler, len(config.epsilons)) if values else sampler.block_size()
-    from epscert.montecarlo.backends import jax_backend, jax_matrix
-
-    if config.strategy is not None:
-        return jax_backend.block_size(jax_matrix.width(sampler), config.samples)
-    if method.is_conditional:
-        return jax_backend.block_size(sampler.width(), config.samples)
-    return max(jax_backend.block_size(jax_backend.kernel_spec(sampler, method, d)[3], config.samples)
-               for d in config.direction.parts())
+        return conditional_block(sampler, len(config.epsilons)) if sampler.draws_values else sampler.block_size()
+    return backends.kernels_of(sampler).shard_block(sampler, method, config.direction.parts(), config.samples)
 
 
 def conditional_block(sampler, n_eps: int) -> int:
@@ -129,31 +122,25 @@ def run_shard(task: ShardTask, progress: Callable[[int], None] | None = None) ->
     positions in its range. ``progress(n)`` is called after every block with the samples kept.
     """
     config, method = task.config, task.method
-    if uses_values(config, method):
-        return run_conditional_shard(task, progress)
-    sampler = loss_sampler(config, method)
+    sampler = config.mc_sampler(method)
+    if sampler.draws_values:
+        return run_value_shard(task, progress, sampler)
     key = config.sampling_key(method)
     block = sampler.block_size()
     directions = config.direction.parts()
     acc = acc_mod.create(directions, len(config.epsilons))
     backend = backends.resolve(config.backend, sampler, method)
+    tag, kernels = backends.NUMPY_TAG, None
     if backend == "jax":
-        from epscert.montecarlo.backends import jax_backend, jax_matrix
-
-        (jax_matrix if config.strategy is not None else jax_backend).check_supported(sampler, method)
-        tag = f"jax:{jax_backend.device_name()}"
-    else:
-        tag = backends.NUMPY_TAG
+        kernels = backends.jax_kernels_of(sampler, method)
+        tag = backends.jax_tag()
     for direction in directions:
         if sampler.log_scale(direction) < LOG_NEGLIGIBLE:  # event of probability < 1e-304: δ <= s = 0.0
             acc = acc_mod.merge([acc, acc_mod.Accumulator(((direction, _zeros(task.samples, config)),))])
             continue
         if backend == "jax":  # a dense grid in passes of EPSILONS_PER_PASS (the same samples each pass)
             words = stream_key_words(config.seed, key, task.stream, _DIRECTION_INDEX[direction])
-            if config.strategy is not None:
-                sums_of = functools.partial(jax_matrix.naive_sums, sampler)
-            else:
-                sums_of = functools.partial(jax_backend.direction_sums, sampler, method)
+            sums_of = functools.partial(kernels.shard_loss_sums, sampler, method)
             parts = [sums_of(direction, words, task.samples, config.epsilons[i:i + EPSILONS_PER_PASS],
                              progress if i == 0 else None, task.start, task.stream_samples)
                      for i in range(0, len(config.epsilons), EPSILONS_PER_PASS)]
@@ -169,22 +156,6 @@ def run_shard(task: ShardTask, progress: Callable[[int], None] | None = None) ->
     return acc_mod.tagged(acc, tag)
 
 
-def uses_values(config: CertifyConfig, method: Method) -> bool:
-    """Whether ``method`` draws values per ε (conditional estimators, the matrix mechanism's importance
-    estimator) rather than losses."""
-    return method.is_conditional or (config.strategy is not None and method in (Method.IMPORTANCE, Method.TILTED))
-
-
-def value_sampler(config: CertifyConfig, method: Method):
-    """The value sampler of a validated config: :class:`~epscert.montecarlo.conditional.ConditionalSampler`
-    for Balls-and-Bins, :class:`~epscert.montecarlo.matrix_values.MatrixValueSampler` for a strategy."""
-    if config.strategy is not None:
-        pair = matrix_pair(config)
-        order = choose_order(pair, config.epsilons) if method is Method.TILTED else None
-        return MatrixValueSampler(pair, method.value, min(config.epsilons), order=order)
-    return conditional_sampler(config, method)
-
-
 def _numpy_blocks(task: ShardTask, key: int, direction: Direction, block: int):
     """(generator of block g, n_g drawn, lo, hi kept) for every block the shard touches."""
     for g, lo, hi in block_ranges(block, task.start, task.samples):
@@ -192,28 +163,23 @@ def _numpy_blocks(task: ShardTask, key: int, direction: Direction, block: int):
         yield block_generator(task.config.seed, key, task.stream, _DIRECTION_INDEX[direction], g), n, lo, hi
 
 
-def run_conditional_shard(task: ShardTask, progress: Callable[[int], None] | None = None) -> acc_mod.Accumulator:
-    """Conditional Monte Carlo shard: per direction and ε, exact Σ Y, Σ Y² and the truncated sums
-    Σ min(Y, τ_k) of :mod:`epscert.bounds.truncated_lcb` (``extra``, ε-major), same stream and
-    blocks as :func:`run_shard` (block size :func:`conditional_block`)."""
+def run_value_shard(task: ShardTask, progress: Callable[[int], None] | None = None,
+                    sampler=None) -> acc_mod.Accumulator:
+    """Value shard (conditional and other value estimators): per direction and ε, exact Σ Y, Σ Y² and the
+    truncated sums Σ min(Y, τ_k) of :mod:`epscert.bounds.truncated_lcb` (``extra``, ε-major), same
+    stream and blocks as :func:`run_shard` (block size :func:`conditional_block`)."""
     config, method = task.config, task.method
-    sampler = value_sampler(config, method)
+    sampler = config.mc_sampler(method) if sampler is None else sampler
     key = config.sampling_key(method)
     n_eps = len(config.epsilons)
     block = conditional_block(sampler, n_eps)
     directions = config.direction.parts()
     acc = acc_mod.create(directions, n_eps, UNIT_LOG2, n_eps * LEVELS)
     backend = backends.resolve(config.backend, sampler, method)
+    tag, kernels = backends.NUMPY_TAG, None
     if backend == "jax":
-        from epscert.montecarlo.backends import jax_backend, jax_conditional, jax_matrix
-
-        if config.strategy is not None:
-            jax_matrix.check_supported(sampler, method)
-        else:
-            jax_conditional.check_supported(sampler)
-        tag = f"jax:{jax_backend.device_name()}"
-    else:
-        tag = backends.NUMPY_TAG
+        kernels = backends.jax_kernels_of(sampler, method)
+        tag = backends.jax_tag()
     for direction in directions:
         ranges = sampler.value_range(direction, config.epsilons)
         taus = np.stack([truncation_levels(float(b)) for b in ranges])[:, :, None]  # (|ε|, LEVELS, 1)
@@ -226,16 +192,11 @@ def run_conditional_shard(task: ShardTask, progress: Callable[[int], None] | Non
                 if progress is not None:
                     progress(part.shape[1])
 
-        if backend == "jax" and config.strategy is not None:  # log-values on the device, exact sums on the host
+        if backend == "jax":  # drawn on the device, exact sums on the host
             words = stream_key_words(config.seed, key, task.stream, _DIRECTION_INDEX[direction])
-            for y in jax_matrix.value_blocks(sampler, direction, words, task.samples, config.epsilons, task.start,
-                                             task.stream_samples):
+            for y in kernels.shard_value_blocks(sampler, method, direction, words, task.samples, config.epsilons,
+                                                task.start, task.stream_samples):
                 fold(y)
-        elif backend == "jax":  # log-sums drawn on the device, values and exact sums on the host
-            words = stream_key_words(config.seed, key, task.stream, _DIRECTION_INDEX[direction])
-            for log_r, log_m in jax_conditional.blocks(sampler, direction, words, task.samples, task.start,
-                                                       task.stream_samples):
-                fold(sampler.values(direction, log_r, log_m, config.epsilons))
         else:
             for rng, n, lo, hi in _numpy_blocks(task, key, direction, block):
                 values = sampler.draw(rng, n, direction, config.epsilons)
@@ -248,24 +209,6 @@ def run_conditional_shard(task: ShardTask, progress: Callable[[int], None] | Non
 LOG_NEGLIGIBLE = -700.0
 
 
-def _zeros(count: int, config: CertifyConfig) -> acc_mod.DirectionSums:
+def _zeros(count: int, config) -> acc_mod.DirectionSums:
     n = len(config.epsilons)
     return acc_mod.DirectionSums(count, (0,) * n, (0,) * n)
-
-
-#: Cost of one sampled coordinate (normal draw + exp + bookkeeping), in seconds: measured by
-#: benchmarks/run.py at 1.1e-8 on a quiet core and 2.4e-8 with both cores busy.
-SECONDS_PER_COORDINATE = 1.5e-8
-#: One order-statistic rank costs about this many coordinates (one gamma/exponential + ndtri).
-ORDER_STATS_RANK_FACTOR = 3
-
-
-def estimated_seconds(config: CertifyConfig, method: Method, samples: int | None = None) -> float:
-    """Rough single-core time to draw ``samples`` samples of ``method`` (both directions)."""
-    sampler = value_sampler(config, method) if uses_values(config, method) else loss_sampler(config, method)
-    n = config.samples if samples is None else samples
-    cycles = 1 if config.strategy is not None else config.epochs  # a matrix sampler's width covers every cycle
-    per_sample = sampler.width() * cycles * len(config.direction.parts())
-    if method.uses_order_stats:
-        per_sample *= ORDER_STATS_RANK_FACTOR
-    return n * per_sample * SECONDS_PER_COORDINATE

@@ -6,7 +6,7 @@ shuffle and Balls-and-Bins lower bounds. Each comes back as its own (config, met
 task so that a pipeline can compute them in a parallel branch.
 
 A matrix mechanism (a configuration with a strategy) has no DP-SGD baseline: its pair depends
-on C. Its baselines are its own deterministic bounds (:mod:`epscert.allocation.matrix`), the
+on C. Its baselines are its own deterministic bounds (:mod:`epscert.matrix.bracket`), the
 independent-modes lower bound (within the bracket's range of σ_eff) and the comonotone Gaussian upper
 bound (:data:`MATRIX_BASELINES`).
 """
@@ -18,7 +18,7 @@ import math
 
 import numpy as np
 
-from epscert.params import BRACKET_MAX_STEPS, BRACKET_MIN_SIGMA, CertifyConfig, Method, Sampler
+from epscert.config import BRACKET_MAX_STEPS, BRACKET_MIN_SIGMA, CertifyConfig, Method, Sampler
 
 BASELINES: tuple[tuple[Sampler, Method], ...] = (
     (Sampler.DETERMINISTIC, Method.EXACT),
@@ -36,7 +36,7 @@ MATRIX_BASELINES = (Method.INDEPENDENT_LOWER_BOUND, Method.COMONOTONE_UPPER_BOUN
 def independent_bound_applies(config: CertifyConfig) -> bool:
     """Whether the independent-modes lower bound of a matrix mechanism is within the Balls-and-Bins
     bracket's range: it is the bracket's lower side at σ_eff = 1/√v_min over b steps
-    (:mod:`epscert.allocation.matrix`, v = diag(G0)/σ²), which needs σ_eff >= BRACKET_MIN_SIGMA (so
+    (:mod:`epscert.matrix.bracket`, v = diag(G0)/σ²), which needs σ_eff >= BRACKET_MIN_SIGMA (so
     v_min > 0) and b <= BRACKET_MAX_STEPS."""
     v_min = float(np.min(np.diag(config.strategy.gram(config.steps).g0))) / config.sigma**2
     return v_min > 0 and 1.0 / math.sqrt(v_min) >= BRACKET_MIN_SIGMA and config.steps <= BRACKET_MAX_STEPS

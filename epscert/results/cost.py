@@ -1,6 +1,6 @@
 """What a certification will cost, estimated from its configuration before any work (issue 17 item 6).
 
-Monte Carlo: single-core seconds from :func:`epscert.montecarlo.shard.estimated_seconds` (a measured
+Monte Carlo: single-core seconds from :func:`epscert.config.samplers.estimated_seconds` (a measured
 cost per sampled coordinate) and the memory of one block of samples.
 
 PLD grids (the Poisson ``pld_upper``/``pld_lower`` bracket and the multi-epoch sliced composition
@@ -34,9 +34,9 @@ import numpy as np
 from scipy.stats import norm
 
 from epscert.analytic.composed import sliced_pair
-from epscert.montecarlo.shard import estimated_seconds
-from epscert.montecarlo.samplers.base import BLOCK_ELEMENTS
-from epscert.params import EPSILON_BLOCK_BYTES, EPSILONS_PER_PASS, CertifyConfig, Method, Sampler
+from epscert.config.samplers import estimated_seconds
+from epscert.montecarlo.protocol import BLOCK_ELEMENTS
+from epscert.config import EPSILON_BLOCK_BYTES, EPSILONS_PER_PASS, CertifyConfig, Method, Sampler
 
 #: dp_accounting's default ``log_mass_truncation_bound`` of ``from_gaussian_mechanism`` (the sizing cut).
 LOG_MASS_TRUNCATION = -50.0
@@ -127,7 +127,7 @@ SECONDS_PER_EPSILON = 1.2e-8
 def monte_carlo_cost(config: CertifyConfig, method: Method) -> Cost:
     """Single-core seconds of all samples, and the memory of one block of samples (with its ε sums).
 
-    Seconds: the coordinates (:func:`epscert.montecarlo.shard.estimated_seconds`) plus, per sample and
+    Seconds: the coordinates (:func:`epscert.config.samplers.estimated_seconds`) plus, per sample and
     direction, :data:`SECONDS_PER_SAMPLE` and :data:`SECONDS_PER_EPSILON` per ε of the grid (they
     dominate when a sample has few coordinates, e.g. deterministic batches).
     """

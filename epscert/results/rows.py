@@ -12,7 +12,7 @@ import math
 import numpy as np
 
 from epscert.allocation import bracket_for
-from epscert.allocation.matrix import matrix_bounds
+from epscert.matrix.bracket import matrix_bounds
 from epscert.montecarlo import accumulator as acc_mod
 from epscert.montecarlo.backends import split_tags
 from epscert._version import __version__
@@ -25,12 +25,13 @@ from epscert.bounds.empirical_bernstein import eb_ucb
 from epscert.bounds.kl import kl_ucb, standard_error
 from epscert.bounds.monotone import monotone_lower, monotone_upper
 from epscert.bounds.truncated_lcb import LEVELS, truncated_lcb
-from epscert.montecarlo.conditional import FLOAT_REL, conditional_sampler
-from epscert.montecarlo.matrix_values import FLOAT_REL as MATRIX_FLOAT_REL
-from epscert.montecarlo.conditional_ucb import add_ucb, order_stats_domination, remove_tails, remove_ucb
-from epscert.params import BRACKET_METHODS, CertifyConfig, Direction, Method, Sampler, canonical_method
-from epscert.montecarlo.samplers import loss_sampler, matrix_pair
-from epscert.montecarlo.shard import uses_values, value_sampler
+from epscert.dpsgd.conditional import FLOAT_REL, conditional_sampler
+from epscert.matrix.values import FLOAT_REL as MATRIX_FLOAT_REL
+from epscert.dpsgd.conditional_ucb import add_ucb, order_stats_domination, remove_tails, remove_ucb
+from epscert.config import BRACKET_METHODS, CertifyConfig, Direction, Method, Sampler, canonical_method
+from epscert.config.samplers import loss_sampler
+from epscert.config.samplers import matrix_pair
+from epscert.config.samplers import uses_values, value_sampler
 from epscert.analytic.truncation import config_penalty
 
 MC_BOUND_NAME = "kl_chernoff"
@@ -145,7 +146,7 @@ CONDITIONAL_BOUND_NAME = "levels_kl_eb+lognormal_tails+truncated_kl_lcb"
 
 def conditional_ucbs(config: CertifyConfig, sampler, direction: Direction, sums, truncated: np.ndarray,
                      ranges: list[float], beta: float) -> list[float]:
-    """Per-ε UCBs of one direction (epscert.montecarlo.conditional_ucb), each valid at ``beta``;
+    """Per-ε UCBs of one direction (epscert.dpsgd.conditional_ucb), each valid at ``beta``;
     ``truncated`` holds the means of min(Y, τ_k), shape (|ε|, LEVELS)."""
     if direction is Direction.ADD:
         scale = math.exp(sampler.log_scale(direction))
@@ -161,9 +162,9 @@ def conditional_ucbs(config: CertifyConfig, sampler, direction: Direction, sums,
 
 def conditional_rows(config: CertifyConfig, method: Method, acc: acc_mod.Accumulator,
                      wall_seconds: float) -> list[dict]:
-    """Rows of the conditional estimator (epscert.montecarlo.conditional): δ = s·E[Y], Y in [0, B(ε)].
+    """Rows of the conditional estimator (epscert.dpsgd.conditional): δ = s·E[Y], Y in [0, B(ε)].
 
-    delta_upper: the certified UCB of epscert.montecarlo.conditional_ucb (REMOVE: truncation
+    delta_upper: the certified UCB of epscert.dpsgd.conditional_ucb (REMOVE: truncation
     levels with KL–Chernoff and empirical Bernstein plus an analytic tail; ADD: KL, empirical
     Bernstein and an analytic bound), valid at β per direction, made non-increasing in ε as in
     :func:`monotone_ucbs`. delta_lower (plain variant only): the truncated KL lower bound of
@@ -203,7 +204,7 @@ MATRIX_VALUE_BOUND_NAME = "kl_eb_at_range+truncated_kl_lcb"
 
 def matrix_value_rows(config: CertifyConfig, method: Method, acc: acc_mod.Accumulator,
                       wall_seconds: float) -> list[dict]:
-    """Rows of the matrix mechanism's value estimators (epscert.montecarlo.matrix_values): δ = E[Y],
+    """Rows of the matrix mechanism's value estimators (epscert.matrix.values): δ = E[Y],
     0 <= Y <= B(ε) (the proven range of each estimator).
 
     delta_upper: the smaller of KL–Chernoff and empirical Bernstein at scale B (β/2 each), made
@@ -349,7 +350,7 @@ def _analytic_bounds(config: CertifyConfig, method: Method, direction: Direction
     """(lower, upper, guarantee, bound name, resolution) before the shared cap and envelopes.
 
     A persistent sampler is certified as its exact one-epoch reduction at σ/√E
-    (:meth:`~epscert.params.CertifyConfig.reduced`), so every method sees the reduced configuration.
+    (:meth:`~epscert.config.CertifyConfig.reduced`), so every method sees the reduced configuration.
     """
     if config.strategy is not None:
         return matrix_bounds(matrix_pair(config).gram, config.sigma, method, direction, eps)

@@ -14,7 +14,7 @@ import pyarrow as pa
 
 from epscert.montecarlo import accumulator as acc_mod
 from epscert.montecarlo.shard import plan_shards, run_shard
-from epscert.params import CertifyConfig
+from epscert.config import CertifyConfig
 from epscert.results.rows import analytic_rows, mc_rows
 from epscert.schema import to_table
 

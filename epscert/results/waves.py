@@ -18,7 +18,7 @@ from typing import Callable
 
 from epscert.montecarlo import accumulator as acc_mod
 from epscert.montecarlo.shard import ShardTask, plan_shards, run_shard
-from epscert.params import CertifyConfig, Method, check_float, check_int
+from epscert.config import CertifyConfig, Method, check_float, check_int
 from epscert.results.rows import mc_rows
 
 

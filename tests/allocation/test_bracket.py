@@ -17,7 +17,7 @@ import epscert
 from epscert.allocation import AllocationBracket, bracket_for
 from epscert.analytic.cube import cube_lower_bound
 from epscert.analytic.deterministic import deterministic_delta
-from epscert.params import Direction
+from epscert.config import Direction
 from tests.reference.epochs_gh import bnb_delta_t2
 from tests.reference.quadrature import bnb_delta_quadrature
 

@@ -41,7 +41,7 @@ def test_sigma_is_certified_and_near_optimal(steps, epochs, eps_t, delta_t):
 # -- issue 25 item 5: bracket the root, interpolate, never below a failure, 0.1% checked on both sides -----------
 
 from epscert.inverse.sigma_search import ACCURACY, SIGMA_DIGITS, round_up, search_sigma  # noqa: E402
-from epscert.params import Direction  # noqa: E402
+from epscert.config import Direction  # noqa: E402
 
 
 def _checked_both_sides(cal, steps, epochs, eps_t, delta_t):

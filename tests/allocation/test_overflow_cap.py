@@ -20,7 +20,7 @@ import pytest
 from epscert.allocation import AllocationBracket
 from epscert.allocation.cells import TOP_LIMIT, CellLaw, combine, rel_product
 from epscert.analytic.composed import composed_lower_bounds
-from epscert.params import Direction
+from epscert.config import Direction
 
 CELLS, TAU = 24, 1e-12
 

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from epscert.inverse.calibrate import calibrate_sigma
-from epscert.params import CertifyConfig
+from epscert.config import CertifyConfig
 from pipelines import cli
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from epscert.params import DEFAULT_SAMPLES, CertifyConfig
+from epscert.config import DEFAULT_SAMPLES, CertifyConfig
 from pipelines import calibrate, certify, cli, compare
 from pipelines.flags import beam_flags
 

@@ -175,7 +175,7 @@ def test_row_accountant_exact_delta_check():
 def test_row7_the_context_plds_are_capped_and_say_so(capsys):
     # T = 10^5, σ = 0.5: a 10^5-point Poisson PLD at 1e-4 took ~100 MB beyond the answer; T = 234, E = 10: the
     # shuffle lower bound's sliced composition took ~460 MB. The context uses coarser grids and names them
-    from epscert.params import CertifyConfig, Method, Sampler
+    from epscert.config import CertifyConfig, Method, Sampler
     from pipelines.epsilon import context_discretization
 
     config = CertifyConfig("balls_and_bins", 0.5, 100_000, (1.0,))

@@ -14,7 +14,7 @@ import pytest
 
 import epscert
 from epscert.compare import compare_rows
-from epscert.params import CertifyConfig
+from epscert.config import CertifyConfig
 from pipelines import cli
 
 SIGMA, T, E, DELTA = 2.0, 20, 4, 1e-5

@@ -14,7 +14,7 @@ from epscert.analytic.cube import cube_lower_bound, cube_objective
 from epscert.analytic.deterministic import deterministic_delta, gaussian_delta
 from epscert.analytic.poisson import poisson_pld_delta, poisson_pld_epsilon, poisson_rdp_delta
 from epscert.inverse.search import epsilon_for_delta
-from epscert.params import Direction
+from epscert.config import Direction
 
 REMOVE, ADD, BOTH = Direction.REMOVE, Direction.ADD, Direction.BOTH
 

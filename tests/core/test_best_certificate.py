@@ -14,7 +14,7 @@ import epscert
 from epscert.accountant import NotCertifiedWarning
 from epscert.bounds.kl import kl_ucb
 from epscert.inverse.best import auto_methods, best_certificate, certified_methods, samples_needed
-from epscert.params import CertifyConfig, Method, Sampler
+from epscert.config import CertifyConfig, Method, Sampler
 
 MNIST = dict(noise_multiplier=1.0, dataset_size=60000, batch_size=256, epochs=10)
 

@@ -12,10 +12,10 @@ from epscert.analytic.deterministic import deterministic_delta
 from epscert.bounds.kl import bernoulli_kl, kl_lcb
 from epscert.bounds.truncated_lcb import LEVELS, truncated_lcb, truncation_levels
 from epscert.montecarlo import accumulator as acc_mod
-from epscert.montecarlo.conditional import ConditionalSampler
+from epscert.dpsgd.conditional import ConditionalSampler
 from epscert.montecarlo.exactfloat import UNIT_LOG2, float_sum_rows
 from epscert.montecarlo.shard import ShardTask, plan_shards, run_shard
-from epscert.params import CertifyConfig, Direction, Method
+from epscert.config import CertifyConfig, Direction, Method
 from epscert.results.rows import mc_rows
 from tests.reference.quadrature import bnb_delta_quadrature
 

@@ -19,16 +19,10 @@ from epscert.allocation import bracket_for
 from epscert.bounds.empirical_bernstein import eb_ucb
 from epscert.bounds.kl import kl_ucb
 from epscert.bounds.truncated_lcb import LEVELS, truncation_levels
-from epscert.montecarlo.conditional import FLOAT_REL, ConditionalSampler, remove_values
-from epscert.montecarlo.conditional_ucb import (
-    level_threshold,
-    order_stats_domination,
-    remove_cap,
-    remove_tails,
-    remove_ucb,
-)
-from epscert.montecarlo.lognormal_sums import sum_lower_tail, trimmed_sum_excess, trimmed_sum_tail
-from epscert.params import Direction, default_orders
+from epscert.dpsgd.conditional import FLOAT_REL, ConditionalSampler, remove_values
+from epscert.dpsgd.conditional_ucb import level_threshold, order_stats_domination, remove_cap, remove_tails, remove_ucb
+from epscert.dpsgd.lognormal_sums import sum_lower_tail, trimmed_sum_excess, trimmed_sum_tail
+from epscert.config import Direction, default_orders
 from tests.reference.quadrature import bnb_delta_quadrature
 
 

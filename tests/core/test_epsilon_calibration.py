@@ -14,7 +14,7 @@ from epscert.analytic.deterministic import gaussian_delta
 from epscert.inverse.calibrate import calibrate_sigma
 from epscert.inverse.epsilon_at_delta import epsilon_report, mc_epsilon_rows
 from epscert.inverse.search import epsilon_for_delta
-from epscert.params import CertifyConfig, Method
+from epscert.config import CertifyConfig, Method
 from epscert.analytic.truncation import log_truncation_probability, smallest_max_batch_size, truncation_penalty
 
 

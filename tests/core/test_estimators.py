@@ -14,7 +14,7 @@ import epscert
 from epscert.analytic.cube import cube_lower_bound
 from epscert.analytic.deterministic import deterministic_delta, gaussian_delta
 from epscert.analytic.poisson import poisson_pld_delta
-from epscert.params import Direction
+from epscert.config import Direction
 
 Z = 4.0
 TIGHT_BETA = 1e-6

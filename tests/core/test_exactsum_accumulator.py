@@ -11,7 +11,7 @@ import pytest
 
 from epscert.montecarlo import accumulator as acc_mod
 from epscert.montecarlo.exactsum import GRID_LOG2, grid_mean, grid_sum
-from epscert.params import Direction
+from epscert.config import Direction
 
 EPS = (0.0, 0.5, 1.0, 3.0)
 

@@ -16,11 +16,12 @@ from scipy import stats
 jax = pytest.importorskip("jax", reason="JAX is not installed: pip install -e '.[jax]' to test the JAX backend")
 
 from epscert.montecarlo import accumulator as acc_mod  # noqa: E402
+from epscert.dpsgd import jax_kernels  # noqa: E402
 from epscert.montecarlo.backends import jax_backend, resolve  # noqa: E402
 from epscert.montecarlo.exactsum import grid_sum_rows  # noqa: E402
-from epscert.montecarlo.samplers import loss_sampler  # noqa: E402
+from epscert.config.samplers import loss_sampler  # noqa: E402
 from epscert.montecarlo.shard import ShardTask, plan_shards, run_shard  # noqa: E402
-from epscert.params import CertifyConfig, Direction, Method  # noqa: E402
+from epscert.config import CertifyConfig, Direction, Method  # noqa: E402
 from epscert.results.rows import mc_rows  # noqa: E402
 from epscert.rng import stream_key_words  # noqa: E402
 from tests.reference.quadrature import bnb_delta_quadrature  # noqa: E402
@@ -59,8 +60,8 @@ def test_device_sums_match_the_host_sums_of_the_same_losses(method):
         words = stream_key_words(7, 11, 0, d_index)
         n_block = jax_backend.block_size(sampler.steps, 300)
         assert n_block == 512
-        ell = jax_backend.losses(sampler, m, direction, words, 0, n_block)[:300]
-        sums = jax_backend.direction_sums(sampler, m, direction, words, 300, config.epsilons)
+        ell = jax_kernels.losses(sampler, m, direction, words, 0, n_block)[:300]
+        sums = jax_kernels.direction_sums(sampler, m, direction, words, 300, config.epsilons)
         y = acc_mod.y_values(ell[None, :], np.asarray(config.epsilons)[:, None])
         assert sums.count == 300
         for got, want in ((sums.sum_y, grid_sum_rows(y)), (sums.sum_y2, grid_sum_rows(y * y))):
@@ -72,10 +73,10 @@ def test_same_key_same_stream_and_blocks_differ():
     config = _config("naive", "jax", epochs=2)
     sampler = loss_sampler(config, Method.NAIVE)
     words = stream_key_words(1, 2, 3, 0)
-    a = jax_backend.losses(sampler, Method.NAIVE, Direction.REMOVE, words, 0, 64)
-    assert np.array_equal(a, jax_backend.losses(sampler, Method.NAIVE, Direction.REMOVE, words, 0, 64))
-    b = jax_backend.losses(sampler, Method.NAIVE, Direction.REMOVE, words, 1, 64)
-    other = jax_backend.losses(sampler, Method.NAIVE, Direction.REMOVE, stream_key_words(1, 2, 4, 0), 0, 64)
+    a = jax_kernels.losses(sampler, Method.NAIVE, Direction.REMOVE, words, 0, 64)
+    assert np.array_equal(a, jax_kernels.losses(sampler, Method.NAIVE, Direction.REMOVE, words, 0, 64))
+    b = jax_kernels.losses(sampler, Method.NAIVE, Direction.REMOVE, words, 1, 64)
+    other = jax_kernels.losses(sampler, Method.NAIVE, Direction.REMOVE, stream_key_words(1, 2, 4, 0), 0, 64)
     assert not np.any(a == b) and not np.any(a == other)
 
 
@@ -86,11 +87,11 @@ def test_importance_order_stats_same_key_same_losses(steps, orders):
     sampler = loss_sampler(config, Method.IMPORTANCE_ORDER_STATS)
     for direction in (Direction.REMOVE, Direction.ADD):
         words = stream_key_words(1, 2, 3, 0)
-        a = jax_backend.losses(sampler, Method.IMPORTANCE_ORDER_STATS, direction, words, 0, 64)
+        a = jax_kernels.losses(sampler, Method.IMPORTANCE_ORDER_STATS, direction, words, 0, 64)
         assert np.all(np.isfinite(a))
-        assert np.array_equal(a, jax_backend.losses(sampler, Method.IMPORTANCE_ORDER_STATS, direction,
+        assert np.array_equal(a, jax_kernels.losses(sampler, Method.IMPORTANCE_ORDER_STATS, direction,
                                                     words, 0, 64))
-        b = jax_backend.losses(sampler, Method.IMPORTANCE_ORDER_STATS, direction, words, 1, 64)
+        b = jax_kernels.losses(sampler, Method.IMPORTANCE_ORDER_STATS, direction, words, 1, 64)
         assert not np.any(a == b)
 
 
@@ -224,7 +225,7 @@ def test_cpu_and_gpu_give_the_same_losses_for_the_same_key(method):
     out = {}
     for name, dev in (("cpu", jax.devices("cpu")[0]), ("gpu", _gpu_devices()[0])):
         with jax.default_device(dev):
-            out[name] = jax_backend.losses(sampler, m, Direction.REMOVE, words, 0, 1024)
+            out[name] = jax_kernels.losses(sampler, m, Direction.REMOVE, words, 0, 1024)
     np.testing.assert_allclose(out["gpu"], out["cpu"], rtol=1e-12, atol=1e-12)
 
 
@@ -273,8 +274,8 @@ def test_conditional_one_step_is_bit_for_bit_the_numpy_sums():
 
 
 def test_conditional_same_key_same_log_sums_and_refusal():
-    from epscert.montecarlo.backends import jax_conditional
-    from epscert.montecarlo.conditional import ConditionalSampler
+    from epscert.dpsgd import jax_conditional
+    from epscert.dpsgd.conditional import ConditionalSampler
 
     sampler = ConditionalSampler(0.7, 12, 0.25, (1, 2, 4, 8))
     words = stream_key_words(1, 2, 3, 1)

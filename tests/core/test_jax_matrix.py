@@ -12,11 +12,11 @@ from scipy import special
 jax = pytest.importorskip("jax", reason="JAX is not installed: pip install -e '.[jax]' to test the JAX backend")
 
 import epscert  # noqa: E402
-from epscert.montecarlo import matrix_kernels as mk  # noqa: E402
-from epscert.montecarlo import matrix_values as mv  # noqa: E402
-from epscert.montecarlo.backends import jax_matrix  # noqa: E402
-from epscert.montecarlo.samplers.matrix_pair import MatrixPair  # noqa: E402
-from epscert.strategies import toeplitz_strategy  # noqa: E402
+from epscert.matrix import kernels as mk  # noqa: E402
+from epscert.matrix import values as mv  # noqa: E402
+from epscert.matrix import jax_kernels as jax_matrix  # noqa: E402
+from epscert.matrix.pair import MatrixPair  # noqa: E402
+from epscert.matrix.strategies import toeplitz_strategy  # noqa: E402
 
 C_COL = special.comb(2 * np.arange(8), np.arange(8)) / 4.0 ** np.arange(8)
 
@@ -105,7 +105,7 @@ def test_auto_backend_is_decided_for_matrix_value_estimators():
     """backends.resolved_here builds a matrix mechanism's value samplers (a local sweep with backend: auto
     called the DP-SGD conditional sampler and failed)."""
     from epscert.montecarlo.backends import resolved_here  # noqa: PLC0415
-    from epscert.params import CertifyConfig  # noqa: PLC0415
+    from epscert.config import CertifyConfig  # noqa: PLC0415
 
     for method in ("conditional", "importance", "naive", "tilted"):
         config = CertifyConfig("balls_and_bins_persistent", 2.0, 4, (1.0,), methods=(method,), samples=100,

@@ -15,8 +15,8 @@ from scipy.stats import norm
 import epscert
 from epscert.inverse import epsilon_at_delta as ead
 from epscert.inverse.epsilon_at_delta import lower_epsilon, mc_epsilon_rows
-from epscert.params import Method
-from epscert.strategies import toeplitz_strategy
+from epscert.config import Method
+from epscert.matrix.strategies import toeplitz_strategy
 
 C_COL = [1.0, 0.5, 0.25]
 #: Two-sided z for comparisons of two Monte Carlo estimates: false failure <= 1e-6 per assertion.
@@ -128,7 +128,7 @@ def test_matrix_accountant_refuses_bad_input():
         (dict(strategy=st, cycle_length=4, dataset_size=100, batch_size=25), "not both"),
         (dict(strategy=st, cycle_length=4, method="order_stats"), "does not apply to a matrix mechanism"),
         (dict(strategy=st, cycle_length=4, method="independent_lower_bound"), "upper bound"),
-        (dict(strategy=[1.0, 0.5], cycle_length=4), "strategy must be an epscert.strategies.Strategy"),
+        (dict(strategy=[1.0, 0.5], cycle_length=4), "strategy must be an epscert.matrix.strategies.Strategy"),
         (dict(cycle_length=4), "cycle_length applies to a matrix mechanism"),
     ]
     for kwargs, needle in cases:

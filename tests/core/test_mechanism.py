@@ -1,13 +1,13 @@
-"""Issue 23 item 3: how a matrix mechanism is described (epscert.mechanism), and bad input refused first."""
+"""Issue 23 item 3: how a matrix mechanism is described (epscert.config.mechanism), and bad input refused first."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from epscert import mechanism
-from epscert.mechanism import mechanism_settings, read_c_col, strategy_from
-from epscert.strategies import toeplitz_strategy
+from epscert.config import mechanism
+from epscert.config.mechanism import mechanism_settings, read_c_col, strategy_from
+from epscert.matrix.strategies import toeplitz_strategy
 
 
 def test_c_col_from_numbers_text_and_files(tmp_path):

@@ -20,7 +20,7 @@ import epscert.analytic.poisson as poisson
 from epscert.analytic.poisson import (poisson_pld_epsilon, poisson_pld_values, poisson_rdp_delta,
                                       poisson_rdp_epsilon)
 from epscert.fft import tilt
-from epscert.params import Direction
+from epscert.config import Direction
 
 BOTH = Direction.BOTH
 

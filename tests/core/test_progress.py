@@ -10,7 +10,7 @@ import pytest
 import epscert
 from epscert.compare import compare_rows
 from epscert.inverse.calibrate import bisect_steps, calibrate_sigma
-from epscert.params import CertifyConfig
+from epscert.config import CertifyConfig
 from epscert.results.tables import certify_config
 from epscert.progress import ProgressMeter, ProgressUpdate, eta_line
 from transforms.progress import ProgressReporter

@@ -1,4 +1,4 @@
-"""``--shards auto`` sizing and the wall-time model (epscert.montecarlo.scaling), against hand values."""
+"""``--shards auto`` sizing and the wall-time model (epscert.results.scaling), against hand values."""
 
 from __future__ import annotations
 
@@ -8,12 +8,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from epscert.montecarlo import scaling
-from epscert.montecarlo.scaling import (
+from epscert.results import scaling
+from epscert.results.scaling import (
     MIN_SHARD_SECONDS, SHARDS_PER_WORKER, TARGET_SHARD_SECONDS, auto_count, auto_shards, scaling_table, wall_time,
 )
 from epscert.montecarlo.shard import stream_block
-from epscert.params import CertifyConfig
+from epscert.config import CertifyConfig
 
 
 @pytest.mark.parametrize("seconds,workers,want", [

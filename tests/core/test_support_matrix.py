@@ -10,8 +10,8 @@ import pytest
 import epscert
 from epscert import support
 from epscert.inverse.best import CANDIDATES
-from epscert.params import MATRIX_METHODS, SUPPORTED_METHODS, CertifyConfig, Method, Sampler
-from epscert.strategies import toeplitz_strategy
+from epscert.config import MATRIX_METHODS, SUPPORTED_METHODS, CertifyConfig, Method, Sampler
+from epscert.matrix.strategies import toeplitz_strategy
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 PAGE = ROOT / "docs" / "support_matrix.md"

@@ -10,7 +10,7 @@ from epscert.analytic.resolution import UNDERFLOW_FLOOR
 from epscert.fft.choose import choose_grid
 from epscert.fft.compose import fft_bounds
 from epscert.fft.mechanisms import Schedule, SubsampledGaussian
-from epscert.params import Direction
+from epscert.config import Direction
 
 TARGET = 1e-3
 

@@ -13,7 +13,7 @@ from epscert.analytic.deterministic import gaussian_delta
 from epscert.fft.compose import fft_bounds
 from epscert.fft.grid import Grid, Rounding
 from epscert.fft.mechanisms import Gaussian, RandomizedResponse, Schedule, SubsampledGaussian
-from epscert.params import Direction
+from epscert.config import Direction
 
 REMOVE, ADD, BOTH = Direction.REMOVE, Direction.ADD, Direction.BOTH
 EPS = [0.0, 0.5, 1.0, 2.0, 4.0]

@@ -11,7 +11,7 @@ from dp_accounting.pld import privacy_loss_mechanism as plm
 
 from epscert.fft.grid import Grid, Rounding
 from epscert.fft.mechanisms import Gaussian, RandomizedResponse, Schedule, SubsampledGaussian
-from epscert.params import Direction
+from epscert.config import Direction
 
 REMOVE, ADD = Direction.REMOVE, Direction.ADD
 

@@ -10,7 +10,7 @@ from epscert.fft.compose import fft_bounds
 from epscert.fft.grid import Grid
 from epscert.fft.mechanisms import Gaussian, RandomizedResponse, Schedule, SubsampledGaussian
 from epscert.fft.plancherel import running_bounds
-from epscert.params import Direction
+from epscert.config import Direction
 
 SCHEDULE = Schedule.of([(SubsampledGaussian(0.1, 1.0), 7), (Gaussian(4.0), 2), (RandomizedResponse(0.6), 3),
                         (SubsampledGaussian(0.1, 1.0), 5), (SubsampledGaussian(0.2, 1.5), 6)])

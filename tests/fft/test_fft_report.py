@@ -15,7 +15,7 @@ from epscert.fft.grid import Grid
 from epscert.fft.mechanisms import Gaussian, RandomizedResponse, Schedule, SubsampledGaussian
 from epscert.fft.plancherel import running_bounds
 from epscert.fft.report import cli_fft, config_id, running_rows, to_rows
-from epscert.params import Direction
+from epscert.config import Direction
 
 SCHEDULE = Schedule.of([(SubsampledGaussian(0.05, 1.0), 20), (Gaussian(5.0), 2), (RandomizedResponse(0.6), 1)])
 

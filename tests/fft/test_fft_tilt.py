@@ -14,7 +14,7 @@ from epscert.fft import tilt
 from epscert.fft.compose import fft_bounds, placed_factors
 from epscert.fft.grid import Grid, Rounding
 from epscert.fft.mechanisms import Gaussian, Schedule, SubsampledGaussian
-from epscert.params import Direction
+from epscert.config import Direction
 
 REMOVE = Direction.REMOVE
 

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from scipy.special import logsumexp
 
 from epscert import schema
-from epscert.hidden_state import (
+from epscert.analytic.hidden_state import (
     ORDERS, Conversion, HiddenStateConfig, cli_hidden_state, compare_at_delta, composition_rdp, hidden_state_rdp,
     rdp_to_delta, rdp_to_epsilon, to_rows,
 )

@@ -95,7 +95,7 @@ def test_epsilon_after_certifies_the_iterations_taken_mid_cycle():
 sample_generation = pytest.importorskip("jax_privacy.experimental.monte_carlo.sample_generation")
 
 from epscert.integrations.jax_privacy import bandmf_accountant  # noqa: E402
-from epscert.strategies import toeplitz_strategy  # noqa: E402
+from epscert.matrix.strategies import toeplitz_strategy  # noqa: E402
 
 #: Two-sided z of each Monte Carlo comparison: false failure <= 1e-6 per assertion (CLT).
 Z = 4.9

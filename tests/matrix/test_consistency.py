@@ -4,7 +4,7 @@ Four Monte Carlo estimators with different sampling laws (naive draws of the los
 draws conditioned on an exceedance; conditional integrals along kriging lines; draws from the
 loss-tilted law with values within the Rényi bound), on independent
 seeds, must agree within CLT limits (Z_CLT standard errors of the difference: a false failure has
-probability 6.8e-6 per comparison). The deterministic bounds of :mod:`epscert.allocation.matrix`
+probability 6.8e-6 per comparison). The deterministic bounds of :mod:`epscert.matrix.bracket`
 (no sampling) must bracket every estimate within CLT limits. Certified UCBs and LCBs (β = 1e-3 in
 all) must contain the estimate, and every curve must be non-increasing in ε.
 """
@@ -16,7 +16,7 @@ import itertools
 import pytest
 
 import epscert
-from epscert.strategies import toeplitz_strategy
+from epscert.matrix.strategies import toeplitz_strategy
 
 from benchmarks.matrix_rivals import binomial_c_col
 

@@ -27,7 +27,7 @@ from scipy import stats
 
 import epscert
 from epscert.allocation import bracket_for
-from epscert.strategies import toeplitz_strategy
+from epscert.matrix.strategies import toeplitz_strategy
 
 from benchmarks.matrix_rivals import binomial_c_col
 

@@ -22,9 +22,9 @@ from scipy import stats
 pytest.importorskip("jax_privacy.experimental.monte_carlo", reason="needs the [jax] extra: pip install -e '.[jax]'")
 
 import epscert  # noqa: E402
-from epscert.montecarlo.samplers.matrix_pair import MatrixPair, MatrixPairSampler  # noqa: E402
-from epscert.params import Direction  # noqa: E402
-from epscert.strategies import toeplitz_strategy  # noqa: E402
+from epscert.matrix.pair import MatrixPair, MatrixPairSampler  # noqa: E402
+from epscert.config import Direction  # noqa: E402
+from epscert.matrix.strategies import toeplitz_strategy  # noqa: E402
 
 from benchmarks.matrix_rivals import binomial_c_col, delta_from_losses, jax_privacy_losses  # noqa: E402
 

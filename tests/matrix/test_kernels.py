@@ -11,7 +11,7 @@ import math
 import numpy as np
 import pytest
 
-from epscert.montecarlo import matrix_kernels as mk
+from epscert.matrix import kernels as mk
 
 
 def rows() -> np.ndarray:
@@ -66,9 +66,9 @@ def test_naive_draws_with_reused_buffers_are_the_plain_computation(c_col, b):
     """The sampler's scratch arrays change nothing: the same generator state gives the losses of the
     plain formula (fresh arrays, the row-max log-mean-exp), block after block, in both directions,
     and an earlier block's losses are not overwritten by the next one."""
-    from epscert.montecarlo.samplers.matrix_pair import MatrixPair, MatrixPairSampler
-    from epscert.params import Direction
-    from epscert.strategies import toeplitz_strategy
+    from epscert.matrix.pair import MatrixPair, MatrixPairSampler
+    from epscert.config import Direction
+    from epscert.matrix.strategies import toeplitz_strategy
 
     pair = MatrixPair(toeplitz_strategy(np.asarray(c_col), 60).gram(b), 2.5)
     sampler = MatrixPairSampler(pair)

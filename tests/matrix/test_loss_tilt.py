@@ -1,4 +1,4 @@
-"""The loss-tilted estimator (method ``tilted``, :mod:`epscert.montecarlo.matrix_loss_tilt`) piece by piece,
+"""The loss-tilted estimator (method ``tilted``, :mod:`epscert.matrix.loss_tilt`) piece by piece,
 against values computed without it.
 
 - Z_θ = E_Q[e^{θL}]: against the sum over all b^θ tuples in exact-rounding arithmetic (math.fsum of
@@ -23,15 +23,16 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from epscert.montecarlo import matrix_kernels as mk
-from epscert.montecarlo.matrix_loss_tilt import (LossTilt, choose_order, law_tv, log_bound, loss_tilt,
-                                                 max_order, remove_tilt_log_values)
-from epscert.montecarlo.matrix_values import MatrixValueSampler
-from epscert.montecarlo.samplers.matrix_pair import MatrixPair
-from epscert.params import Direction
+from epscert.matrix import kernels as mk
+from epscert.matrix.loss_tilt import (
+    LossTilt, choose_order, law_tv, log_bound, loss_tilt, max_order, remove_tilt_log_values,
+)
+from epscert.matrix.values import MatrixValueSampler
+from epscert.matrix.pair import MatrixPair
+from epscert.config import Direction
 from epscert.rng import stream_generator
-from epscert.strategies import toeplitz_strategy
-from epscert.strategies.gram import mode_gram
+from epscert.matrix.strategies import toeplitz_strategy
+from epscert.matrix.strategies.gram import mode_gram
 
 from .helpers import Z_CLT
 
@@ -134,7 +135,7 @@ def test_the_rounded_inverse_cdf_law_is_within_law_tv(order):
 def test_jax_draws_the_same_tuple_law():
     """The JAX kernel's categorical draws (θ = 4, b = 4) against the same exact law."""
     jax = pytest.importorskip("jax")
-    from epscert.montecarlo.backends import jax_matrix  # noqa: PLC0415
+    from epscert.matrix import jax_kernels as jax_matrix  # noqa: PLC0415
 
     pair = pair_of(BANDED, 16, 4, 2.0)
     sampler = MatrixValueSampler(pair, "tilted", 1.0, order=4)

@@ -24,7 +24,7 @@ import pytest
 import epscert
 from epscert.allocation import bracket_for
 from epscert.analytic.deterministic import gaussian_bracket
-from epscert.strategies import toeplitz_strategy
+from epscert.matrix.strategies import toeplitz_strategy
 
 from benchmarks.matrix_rivals import binomial_c_col, load_opake, opake_config, opake_pld
 

@@ -22,7 +22,7 @@ import pytest
 import epscert
 from epscert.allocation import bracket_for
 from epscert.analytic.deterministic import gaussian_bracket
-from epscert.strategies import toeplitz_strategy
+from epscert.matrix.strategies import toeplitz_strategy
 
 from .helpers import row, within_clt
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import epscert
-from epscert.strategies import toeplitz_strategy
+from epscert.matrix.strategies import toeplitz_strategy
 
 C_COL = [1.0, 0.6, 0.3]
 DELTA = 1e-5
@@ -68,7 +68,7 @@ def test_the_bracket_asked_by_name_mid_cycle_takes_the_whole_run():
 
 def test_the_matrix_answer_names_no_bracket_limit_when_c_is_not_diagonal():
     from epscert.inverse.best import best_certificate  # noqa: PLC0415
-    from epscert.params import CertifyConfig  # noqa: PLC0415
+    from epscert.config import CertifyConfig  # noqa: PLC0415
 
     config = CertifyConfig("balls_and_bins_persistent", 3.0, 10, (1.0,), samples=2000,
                            strategy=toeplitz_strategy([1.0, 0.5, 0.375, 0.3125], 200))

@@ -12,9 +12,8 @@ import numpy as np
 import pytest
 
 import epscert
-from epscert.montecarlo.samplers.matrix_pair import MatrixPair
-from epscert.strategies import (MAX_BANDS, MAX_DENSE_ITERATIONS, MAX_ITERATIONS, dense_strategy,
-                                toeplitz_strategy)
+from epscert.matrix.pair import MatrixPair
+from epscert.matrix.strategies import MAX_BANDS, MAX_DENSE_ITERATIONS, MAX_ITERATIONS, dense_strategy, toeplitz_strategy
 
 REL = 1e-12
 

@@ -1,4 +1,4 @@
-"""The tilted-mixture estimate of δ_remove (:mod:`epscert.montecarlo.matrix_tilted`) against values computed
+"""The tilted-mixture estimate of δ_remove (:mod:`epscert.matrix.tilted`) against values computed
 without it, and its proven value bounds.
 
 - C = I, b | n: the allocation bracket at σ/√k (no matrix code), at δ from 1e-3 down to 4e-12.
@@ -24,12 +24,11 @@ import pytest
 
 import epscert
 from epscert.allocation import bracket_for
-from epscert.montecarlo.matrix_tilted import (default_theta, tilted_remove_estimate, tilted_value_bound,
-                                              tilted_values)
-from epscert.montecarlo.samplers.matrix_pair import MatrixPair
+from epscert.matrix.tilted import default_theta, tilted_remove_estimate, tilted_value_bound, tilted_values
+from epscert.matrix.pair import MatrixPair
 from epscert.rng import stream_generator
-from epscert.strategies import toeplitz_strategy
-from epscert.strategies.gram import mode_gram
+from epscert.matrix.strategies import toeplitz_strategy
+from epscert.matrix.strategies.gram import mode_gram
 
 from .helpers import agree, row, within_clt
 

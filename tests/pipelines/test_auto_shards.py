@@ -9,7 +9,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from epscert.api import certify_config
-from epscert.montecarlo import scaling
+from epscert.results import scaling
 from pipeline_helpers import without_wall
 from pipelines import certify, cli
 from pipelines.parallelism import machine_vcpus, parallelism

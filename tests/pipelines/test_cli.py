@@ -167,6 +167,6 @@ def test_python_m_entry_points(tmp_path, small_spec):
 def test_with_shards_auto_uses_core_auto_shards():
     job = certify.prepare(["--sigma", "0.35", "--steps", "1000", "--method", "importance", "--samples",
                            "1000000", "--shards", "auto"])
-    from epscert.montecarlo.scaling import auto_shards
+    from epscert.results.scaling import auto_shards
     assert job.config.shards == auto_shards(job.config, job.config.resolved[0]) >= 1
     assert certify.prepare(["--sigma", "1", "--steps", "1000", "--shards", "7"]).config.shards == 7

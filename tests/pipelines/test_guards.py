@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from epscert.params import CertifyConfig
+from epscert.config import CertifyConfig
 from pipelines import cli
 
 

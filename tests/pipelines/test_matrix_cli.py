@@ -12,7 +12,7 @@ import pytest
 
 import epscert
 from epscert.api import certify_config
-from epscert.strategies import toeplitz_strategy
+from epscert.matrix.strategies import toeplitz_strategy
 from pipeline_helpers import without_wall
 from pipelines import certify, cli, spec as spec_mod, sweep
 from transforms import shards as shards_mod

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from epscert.results.baselines import baseline_tasks
-from epscert.params import Method, Sampler
+from epscert.config import Method, Sampler
 from pipelines import spec as spec_mod
 from pipelines.spec import keyed_by_result, SpecError, expand
 

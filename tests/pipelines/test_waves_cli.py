@@ -9,7 +9,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from epscert.api import certify as api_certify
-from epscert.params import DEFAULT_ERROR_PROB
+from epscert.config import DEFAULT_ERROR_PROB
 from pipeline_helpers import without_wall
 from pipelines import certify
 from pipelines.options import UsageError

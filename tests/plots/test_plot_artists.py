@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from epscert.params import CertifyConfig, Direction, Method
+from epscert.config import CertifyConfig, Direction, Method
 from epscert.results.rows import base_row
 from epscert.schema import to_table
 

@@ -1,6 +1,6 @@
 """Issue #13 item 2: the proposed state cap B(S') for the conditional REMOVE value is false as stated.
 
-Setting (epscert.montecarlo.conditional): Y = E[(W_T - c) 1{W_T > max(M, c)}], c = TK - R,
+Setting (epscert.dpsgd.conditional): Y = E[(W_T - c) 1{W_T > max(M, c)}], c = TK - R,
 R = S' + M, S' the sum of the other T - 2 conditioning coordinates. The proposed route bounds
 Y <= A(c*), c* = (TK - S')/2, A(x) = E[W 1{W > x}] = Φ̄(σ log x - 1/(2σ)), via
 "Y <= E[W 1{W > max(c, M)}]". That step needs c >= 0: when R > TK (c < 0) the integrand is
@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 from scipy import special
 
-from epscert.montecarlo.conditional import FLOAT_REL, remove_values
+from epscert.dpsgd.conditional import FLOAT_REL, remove_values
 
 
 def _tail_mean(x, sigma):

@@ -16,7 +16,7 @@ import epscert
 from epscert.analytic.deterministic import deterministic_bracket
 from epscert.bounds.monotone import monotone_lower, monotone_upper
 from epscert.inverse.epsilon_at_delta import analytic_epsilon_rows
-from epscert.params import CertifyConfig, Method
+from epscert.config import CertifyConfig, Method
 from epscert.results.rows import analytic_rows
 
 
@@ -129,7 +129,7 @@ def test_calibrate_inherits_outward_values():
 
     from epscert.analytic.poisson import poisson_pld_bounds
     from epscert.inverse.calibrate import calibrate_sigma
-    from epscert.params import Direction
+    from epscert.config import Direction
     from epscert.schema import to_table
 
     def run(cfg):  # stands in for the Monte Carlo run: the deterministic rows (valid uppers for BnB)

@@ -17,7 +17,7 @@ from epscert.fft.choose import choose_grid
 from epscert.fft.compose import fft_bounds
 from epscert.fft.mechanisms import Schedule, SubsampledGaussian
 from epscert.fft.report import to_rows as fft_rows
-from epscert.params import CertifyConfig, Direction, Method
+from epscert.config import CertifyConfig, Direction, Method
 from epscert.results.rows import analytic_bounds
 
 #: (mechanism, sampler of the config, method, cost): "cheap" runs in the fast suite.

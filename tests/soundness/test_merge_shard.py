@@ -29,8 +29,8 @@ from hypothesis import strategies as st
 import epscert
 from epscert.montecarlo import accumulator as acc_mod
 from epscert.results.rows import mc_rows
-from epscert.params import CertifyConfig, Direction, Method
-from epscert.montecarlo.samplers import loss_sampler
+from epscert.config import CertifyConfig, Direction, Method
+from epscert.config.samplers import loss_sampler
 from epscert.montecarlo.shard import plan_shards, run_shard, shard_edges
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -29,8 +29,8 @@ from hypothesis import strategies as st
 import epscert.api
 import epscert.results.tables
 import epscert.montecarlo.shard
-from epscert.params import SUPPORTED_METHODS, CertifyConfig, Method, Sampler
-from epscert.montecarlo.samplers.base import LossSampler
+from epscert.config import SUPPORTED_METHODS, CertifyConfig, Method, Sampler
+from epscert.montecarlo.protocol import LossSampler
 from pipelines import spec as spec_mod
 from pipelines.options import UsageError
 from epscert.inverse.best import auto_methods

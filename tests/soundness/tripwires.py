@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from epscert.montecarlo.samplers.base import LossSampler
+from epscert.montecarlo.protocol import LossSampler
 
 
 def trip_sampler_draws(monkeypatch, boom) -> None:

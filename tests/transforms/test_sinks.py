@@ -11,7 +11,7 @@ from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
 
 from epscert.api import certify_config
-from epscert.params import CertifyConfig
+from epscert.config import CertifyConfig
 from epscert.schema import RESULTS_SCHEMA
 from transforms import sinks
 from transforms.certify import sort_rows

@@ -18,7 +18,7 @@ from apache_beam.testing.util import assert_that, equal_to
 from epscert.montecarlo import accumulator as acc_mod
 from epscert.api import certify_config
 from epscert.results.baselines import baseline_tasks
-from epscert.params import CertifyConfig, Method
+from epscert.config import CertifyConfig, Method
 from epscert.montecarlo.shard import plan_shards, run_shard
 from transforms.certify import CertifyConfigs, complete_config, expected_row_count, sort_rows
 from transforms.progress import ProgressReporter

@@ -1,24 +1,25 @@
 """Sampling backends: where a shard's Monte Carlo kernels run.
 
-- ``numpy`` (the default): the samplers of :mod:`epscert.montecarlo.samplers` on one CPU core,
-  numpy streams from :func:`epscert.rng.block_generator`.
-- ``jax``: :mod:`epscert.montecarlo.backends.jax_backend` (imported lazily), float64, on JAX's
-  default device; its own stream from :func:`epscert.rng.stream_key_words`, identical on CPU and GPU.
+- ``numpy`` (the default): the sampler object's own ``draw`` on one CPU core, numpy streams from
+  :func:`epscert.rng.block_generator`.
+- ``jax``: the sampler's JAX kernels (``sampler.jax_kernels()``, a module of its mechanism's room that
+  imports JAX lazily) on JAX's default device, with the engine's shared part
+  :mod:`epscert.montecarlo.backends.jax_backend`; float64; its own stream from
+  :func:`epscert.rng.stream_key_words`, identical on CPU and GPU.
 - ``auto``: ``jax`` when JAX is installed, sees a GPU and has a kernel for the request; else ``numpy``.
 
 Both backends return the same exact integer sums (:mod:`epscert.montecarlo.accumulator`), so the
 certificate code downstream does not know which one ran. Accumulators carry a tag per backend
 and device that ran a shard (``'numpy:cpu'``, ``'jax:gpu:NVIDIA H100 80GB HBM3'``), which the rows
-record.
+record. This module knows no mechanism: what has a JAX kernel is the sampler's to say.
 """
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 
-from epscert.montecarlo.conditional import ConditionalSampler
-from epscert.montecarlo.samplers import loss_sampler
-from epscert.params import BACKENDS, Method
+from epscert.names import BACKENDS, Method
 
 NUMPY_TAG = "numpy:cpu"
 
@@ -32,22 +33,37 @@ def jax_has_kernel(sampler: object, method: Method) -> bool:
     """Whether the JAX backend runs (sampler, method): the kernels' own ``check_supported``, the one
     table of what they cover, including the range checks of the conditioning bounds (so ``auto``
     falls back to numpy wherever ``jax`` would refuse). Those modules import JAX only when drawing."""
-    from epscert.montecarlo.backends import jax_backend, jax_conditional, jax_matrix
-    from epscert.montecarlo.matrix_values import MatrixValueSampler
-    from epscert.montecarlo.samplers.matrix_pair import MatrixPairSampler
-
+    kernels = kernels_of(sampler)
+    if kernels is None:
+        return False
     try:
-        if isinstance(sampler, (MatrixPairSampler, MatrixValueSampler)):
-            jax_matrix.check_supported(sampler, method)
-        elif isinstance(sampler, ConditionalSampler):
-            if not method.is_conditional:
-                return False
-            jax_conditional.check_supported(sampler)
-        else:
-            jax_backend.check_supported(sampler, method)
+        kernels.check_supported(sampler, method)
     except ValueError:
         return False
     return True
+
+
+def kernels_of(sampler: object):
+    """The module named by the sampler's ``jax_kernels_module`` (imported here, lazily), or None."""
+    name = getattr(sampler, "jax_kernels_module", None)
+    return None if name is None else importlib.import_module(name)
+
+
+def jax_kernels_of(sampler: object, method: Method):
+    """The sampler's JAX kernel module, checked for (sampler, method): ValueError (before any work) when
+    it has none or they do not cover the request."""
+    kernels = kernels_of(sampler)
+    if kernels is None:
+        raise ValueError(f"backend='jax' has no kernel for method={method.value!r} with {type(sampler).__name__}")
+    kernels.check_supported(sampler, method)
+    return kernels
+
+
+def jax_tag() -> str:
+    """The accumulator tag of a shard that ran on JAX's default device ('jax:platform:kind')."""
+    from epscert.montecarlo.backends import jax_backend
+
+    return f"jax:{jax_backend.device_name()}"
 
 
 def resolve(backend: str, sampler: object, method: Method) -> str:
@@ -81,12 +97,7 @@ def resolved_here(config) -> str:
     mc = [m for m in config.resolved if m.is_monte_carlo]
     if config.backend != "auto" or not mc:
         return config.backend
-    from epscert.montecarlo.shard import uses_values, value_sampler  # noqa: PLC0415 (shard imports this module)
-
-    picks = set()
-    for m in mc:  # value estimators (conditional, a matrix mechanism's importance) have their own samplers
-        sampler = value_sampler(config, m) if uses_values(config, m) else loss_sampler(config, m)
-        picks.add(resolve("auto", sampler, m))
+    picks = {resolve("auto", config.mc_sampler(m), m) for m in mc}
     return "jax" if picks == {"jax"} else "numpy"
 
 

@@ -1,15 +1,17 @@
-"""The JAX sampling backend: Balls-and-Bins (naive, importance, order_stats, importance_order_stats),
-shuffle, Poisson (naive); the order-statistic kernels live in :mod:`.jax_orderstats`.
+"""The engine's JAX part: device choice, block shapes, exact grid sums of a block kernel's values.
 
-Imported lazily (``import epscert`` never loads JAX). Every call runs inside
-``jax.enable_x64(True)``, a context manager: the process-wide default dtype of a user's
-own JAX code is left unchanged (tested).
+Shared by every mechanism's JAX kernels (:mod:`epscert.dpsgd.jax_kernels`,
+:mod:`epscert.dpsgd.jax_conditional`, :mod:`epscert.matrix.jax_kernels`), which a sampler object
+names through its ``jax_kernels()`` (the protocol of :mod:`epscert.montecarlo`); this module knows no
+mechanism. Imported lazily (``import epscert`` never loads JAX). Every call runs inside
+``jax.enable_x64(True)``, a context manager: the process-wide default dtype of a user's own JAX
+code is left unchanged (tested).
 
 Stream (SPEC §10). The base key of one direction of one stream is the threefry key made of
 the two words :func:`epscert.rng.stream_key_words` hashes from (root seed, configuration key,
 stream index, direction index); block g of the stream (samples [g·n, (g+1)·n)) uses
 ``fold_in(base, g)`` and epoch e of the block ``fold_in(block_key, e)``. The block size n is a
-function of (T, stream sample count) only, never of the device or the shard layout: a shard
+function of (width, stream sample count) only, never of the device or the shard layout: a shard
 (samples [a, a + m) of the stream) runs the blocks it touches at full size and masks the
 samples outside [a, a + m), so every layout sums the same samples, and CPU and GPU draw the
 same numbers (threefry is platform independent); the numpy backend draws a different, equally
@@ -24,41 +26,17 @@ overflow below 2**36 values. Integer addition is exact in any order, so the host
 the blocks into the accumulator with no rounding at all: certificates are computed from
 sums with the same exactness as on the numpy backend (the UCB stays valid because the
 rounding only raises each Y).
-
-Balls-and-Bins kernels (SPEC §2, §4; the numpy originals are in
-:mod:`epscert.montecarlo.samplers.balls_and_bins`, constants are taken from that sampler);
-the shuffle and Poisson kernels mirror their samplers' ``draw`` (docstrings below):
-- naive: x/σ² = z/σ + e_1/σ², ℓ = ±(logsumexp(x/σ²) - log T - 1/(2σ²)).
-- importance REMOVE: M = max of T conditioned on M >= C by the survival inverse
-  (log Φ(M) = log1p(-U s)/T), placed at coordinate 1 with probability 1/T, else at 2; the
-  other coordinates N(0, 1) conditioned on <= M by the inverse CDF Φ^{-1}(U Φ(M)).
-- importance ADD: every coordinate conditioned on <= C by the same inverse CDF.
-The inverse CDF is exact in distribution for every bound (no rejection, which a fixed-shape
-kernel cannot do); ``ndtri_exp`` evaluates it through the survival branch above log Φ = -log 2.
-- order_stats, importance_order_stats: :mod:`epscert.montecarlo.backends.jax_orderstats`.
 """
 
 from __future__ import annotations
 
-import functools
 import math
 
 import numpy as np
 
 from epscert.montecarlo.accumulator import DirectionSums
-from epscert.rng import block_ranges
 from epscert.montecarlo.exactsum import GRID_LOG2
-from epscert.montecarlo.backends.jax_orderstats import (
-    check_bounds,
-    importance_order_stats_kernel,
-    ndtri_exp,
-    order_stats_kernel,
-)
-from epscert.montecarlo.orderstats import lower_tail_weights, upper_tail_weights, usable_ranks
-from epscert.montecarlo.samplers.balls_and_bins import BallsAndBinsSampler
-from epscert.montecarlo.samplers.poisson_pair import PoissonPairSampler
-from epscert.montecarlo.samplers.shuffle_pair import ShufflePairSampler
-from epscert.params import Direction, Method
+from epscert.rng import block_ranges
 
 #: log2 of the largest block (floats of one epoch's T x batch array): 2**24 float64 = 128 MiB.
 #: The block size shapes the stream, so it is a constant, the same on every device.
@@ -66,7 +44,7 @@ BLOCK_LOG2 = 24
 #: Blocks whose sums are fetched together (results stay on the device until then).
 FETCH_EVERY = 64
 _LO_BITS = 26
-METHODS = (Method.NAIVE, Method.IMPORTANCE)
+_LOG_HALF = math.log(0.5)
 
 
 def available() -> bool:
@@ -98,65 +76,6 @@ def device_name() -> str:
     return f"{dev.platform}:{dev.device_kind}"
 
 
-def check_supported(sampler: object, method: Method) -> None:
-    """Raise ValueError (before any work) when this backend has no kernel for the request."""
-    if isinstance(sampler, BallsAndBinsSampler) and method is Method.ORDER_STATS:
-        return
-    if isinstance(sampler, BallsAndBinsSampler) and method is Method.IMPORTANCE_ORDER_STATS:
-        check_bounds(_log_ndtr_host(sampler.b_add), "importance_order_stats ADD")
-        check_bounds(_log_ndtr_host(sampler.b_remove), "importance_order_stats REMOVE (M >= C)")
-        return
-    if isinstance(sampler, BallsAndBinsSampler) and method in METHODS:
-        if method is Method.IMPORTANCE:
-            check_bounds(_log_ndtr_host(sampler.b_add), "importance ADD")
-        return
-    if isinstance(sampler, (ShufflePairSampler, PoissonPairSampler)) and method is Method.NAIVE:
-        return
-    raise ValueError(f"backend='jax' has kernels for Balls-and-Bins/deterministic naive and importance, "
-                     f"Balls-and-Bins order_stats and importance_order_stats, shuffle and Poisson naive only, got method={method.value!r} with {type(sampler).__name__}")
-
-
-def kernel_spec(sampler: object, method: Method, direction: Direction) -> tuple:
-    """Hashable (kind, method, direction, T, epochs, constants) that fixes a compiled kernel."""
-    check_supported(sampler, method)
-    if isinstance(sampler, ShufflePairSampler):
-        return ("shuffle", method.value, direction.value, int(sampler.steps), int(sampler.epochs),
-                (float(sampler.sigma),))
-    if isinstance(sampler, PoissonPairSampler):
-        return ("poisson", method.value, direction.value, int(sampler.total_steps), 1,
-                (float(sampler.sigma), float(sampler.q), float(sampler.log_q), float(sampler.log_1mq)))
-    if method is Method.ORDER_STATS:
-        remove = direction is Direction.REMOVE
-        d = sampler.steps - 1 if remove else sampler.steps
-        ranks = usable_ranks(sampler.ranks, d) if remove else sampler.add_ranks
-        log_w = upper_tail_weights(ranks, d) if remove else lower_tail_weights(ranks)
-        return ("order_stats", method.value, direction.value, int(ranks.size) + 1, int(sampler.epochs),
-                (float(sampler.inv_sigma), float(sampler.inv_var), float(sampler.offset), int(d),
-                 tuple(int(k) for k in ranks), tuple(float(w) for w in log_w)))
-    if method is Method.IMPORTANCE_ORDER_STATS:
-        head = (float(sampler.inv_sigma), float(sampler.inv_var), float(sampler.offset), int(sampler.steps))
-        if direction is Direction.ADD:
-            ranks = sampler.add_ranks
-            return ("importance_order_stats", method.value, direction.value, int(ranks.size) + 1, 1,
-                    head + (_log_ndtr_host(sampler.b_add), tuple(int(k) for k in ranks),
-                            tuple(float(w) for w in lower_tail_weights(ranks))))
-        parts = ()
-        for d in (sampler.steps - 1, sampler.steps - 2):  # the max at coordinate 1, at coordinate 2
-            ranks = usable_ranks(sampler.ranks, d)
-            parts += (tuple(int(k) for k in ranks), tuple(float(w) for w in upper_tail_weights(ranks, d)))
-        return ("importance_order_stats", method.value, direction.value, 2 * int(sampler.ranks.size) + 4, 1,
-                head + (float(sampler.b_remove), float(sampler.log_scale(direction))) + parts)
-    return ("balls_and_bins", method.value, direction.value, int(sampler.steps), int(sampler.epochs),
-            (float(sampler.inv_sigma), float(sampler.inv_var), float(sampler.offset),
-             float(sampler.b_remove), float(sampler.b_add), float(sampler.log_scale(direction))))
-
-
-def _log_ndtr_host(b: float) -> float:
-    from scipy import special
-
-    return float(special.log_ndtr(b))
-
-
 def block_size(steps: int, samples: int) -> int:
     """Samples per block: the largest power of two <= 2**BLOCK_LOG2 / T, capped by the
     stream's sample count rounded up to a power of two (few compiled shapes, small tests stay small)."""
@@ -164,16 +83,6 @@ def block_size(steps: int, samples: int) -> int:
     cap = 1 << (cap.bit_length() - 1)
     want = 1 << max(0, (samples - 1).bit_length())
     return min(cap, want)
-
-
-def direction_sums(sampler: BallsAndBinsSampler, method: Method, direction: Direction, key_words: np.ndarray,
-                   samples: int, epsilons: tuple[float, ...], progress=None, start: int = 0,
-                   stream_samples: int | None = None) -> DirectionSums:
-    """Exact sums (count, ΣY, ΣY² on the 2**-52 grid) of the losses of one direction at positions
-    [start, start + samples) of a stream of ``stream_samples`` samples (default: start + samples)."""
-    spec = kernel_spec(sampler, method, direction)
-    n_block = block_size(spec[3], start + samples if stream_samples is None else stream_samples)
-    return drain_sums(_compiled(spec, n_block), key_words, epsilons, n_block, start, samples, progress)
 
 
 def drain_sums(fn, key_words: np.ndarray, epsilons: tuple[float, ...], n_block: int, start: int, samples: int,
@@ -209,62 +118,6 @@ def drain_sums(fn, key_words: np.ndarray, epsilons: tuple[float, ...], n_block: 
     return DirectionSums(samples, tuple(totals[:n_eps]), tuple(totals[n_eps:]))
 
 
-def losses(sampler: BallsAndBinsSampler, method: Method, direction: Direction, key_words: np.ndarray,
-           block_index: int, n_block: int) -> np.ndarray:
-    """The float64 losses of one block, copied to the host (tests and benchmarks only)."""
-    import jax
-
-    fn = _loss_fn(kernel_spec(sampler, method, direction), n_block)
-    with jax.enable_x64(True):
-        base = jax.random.wrap_key_data(np.asarray(key_words, dtype=np.uint32), impl="threefry2x32")
-        return np.asarray(fn(base, block_index))
-
-
-@functools.lru_cache(maxsize=64)
-def _loss_fn(spec: tuple, n: int):
-    """jit(base key, block index) -> (n,) losses summed over the epochs."""
-    import jax
-
-    kind, method, direction, steps, epochs, consts = spec
-    make = {"balls_and_bins": _kernel, "shuffle": _shuffle_kernel, "poisson": _poisson_kernel,
-            "order_stats": order_stats_kernel, "importance_order_stats": importance_order_stats_kernel}[kind]
-    kernel = make(method, direction, steps, n, consts)
-
-    def block_losses(base, b):
-        kb = jax.random.fold_in(base, b)
-        if epochs == 1:
-            return kernel(jax.random.fold_in(kb, 0))
-        return jax.lax.fori_loop(0, epochs, lambda e, tot: tot + kernel(jax.random.fold_in(kb, e)),
-                                 jax.numpy.zeros((n,), jax.numpy.float64))
-
-    return jax.jit(block_losses)
-
-
-@functools.lru_cache(maxsize=64)
-def _compiled(spec: tuple, n: int):
-    """jit(base key, block index, lo, hi, ε grid) -> (hi sums, lo sums, NaN count), int64, over the
-    block's positions [lo, hi) (the rest of the block is drawn and masked out)."""
-    import jax
-    import jax.numpy as jnp
-
-    loss_fn = _loss_fn(spec, n)
-
-    def block_sums(base, b, lo, hi, eps):
-        ell = loss_fn(base, b)
-        pos = jnp.arange(n)
-        mask = (pos >= lo) & (pos < hi)
-        # (|grid|, n) values in [0, 1]; the clip only guards a last-ulp overshoot of expm1 (the true
-        # Y is <= 1, so lowering a computed value above 1 to 1 cannot lower the sum below the truth)
-        y = jnp.clip(-jnp.expm1(jnp.minimum(eps[:, None] - ell[None, :], 0.0)), 0.0, 1.0)
-        y = jnp.where(mask[None, :] & ~jnp.isnan(ell)[None, :], y, 0.0)
-        hi_y, lo_y = grid_halves(y)
-        hi_y2, lo_y2 = grid_halves(y * y)
-        nans = jnp.sum(jnp.isnan(ell) & mask)
-        return jnp.concatenate([hi_y, hi_y2]), jnp.concatenate([lo_y, lo_y2]), nans
-
-    return jax.jit(block_sums)
-
-
 def grid_halves(y):
     """(Traced or eager under x64.) Per row: Σ (q >> 26) and Σ (q & (2**26 - 1)), q = ceil(y · 2**52), in int64.
 
@@ -278,83 +131,11 @@ def grid_halves(y):
     return jnp.sum(q >> _LO_BITS, axis=1), jnp.sum(q & ((1 << _LO_BITS) - 1), axis=1)
 
 
-def _kernel(method: str, direction: str, steps: int, n: int, consts: tuple):
-    """key -> (n,) directional losses of one epoch (pure JAX, traced under jit)."""
-    import jax
+def ndtri_exp(y):
+    """Φ^{-1}(e^y) for y <= 0: Φ^{-1}(e^y) below log 1/2, -Φ^{-1}(-expm1(y)) above (no cancellation)."""
     import jax.numpy as jnp
-    from jax.scipy.special import log_ndtr, logsumexp
+    from jax.scipy.special import ndtri
 
-    inv_sigma, inv_var, offset, b_remove, b_add, log_s = consts
-    first_col = (jnp.arange(steps) == 0)[None, :]
-    sign = 1.0 if direction == Direction.REMOVE.value else -1.0
-
-    def finish(z):
-        a = z * inv_sigma
-        if direction == Direction.REMOVE.value:
-            a = a + jnp.where(first_col, inv_var, 0.0)
-        return sign * (logsumexp(a, axis=1) - offset)
-
-    def open_uniform(key, shape):
-        return 1.0 - jax.random.uniform(key, shape, dtype=jnp.float64)  # (0, 1]: finite logs
-
-    if method == Method.NAIVE.value:
-        return lambda key: finish(jax.random.normal(key, (n, steps), dtype=jnp.float64))
-
-    if direction == Direction.ADD.value:
-        log_cdf_b = float(_log_ndtr_host(b_add))
-
-        def importance_add(key):
-            z = ndtri_exp(jnp.log(open_uniform(key, (n, steps))) + log_cdf_b)
-            return finish(jnp.minimum(z, b_add))  # the law has no mass above b; guards the last ulp
-        return importance_add
-
-    s = math.exp(log_s)
-
-    def importance_remove(key):
-        k_max, k_pos, k_rest = jax.random.split(key, 3)
-        log_cdf_m = jnp.log1p(-open_uniform(k_max, (n,)) * s) / steps
-        m = jnp.maximum(ndtri_exp(jnp.maximum(log_cdf_m, -1e300)), b_remove)
-        first = jax.random.uniform(k_pos, (n,), dtype=jnp.float64) < 1.0 / steps
-        col = jnp.where(first | (steps == 1), 0, 1)
-        z = ndtri_exp(jnp.log(open_uniform(k_rest, (n, steps))) + log_ndtr(m)[:, None])
-        z = jnp.minimum(z, m[:, None])
-        z = jnp.where(jnp.arange(steps)[None, :] == col[:, None], m[:, None], z)
-        return finish(z)
-    return importance_remove
-
-
-def _shuffle_kernel(method: str, direction: str, steps: int, n: int, consts: tuple):
-    """Shuffle pair (SPEC §2): L_S(x) = logsumexp((2x-2)/σ²) - logsumexp((2x-1)/(2σ²));
-    REMOVE x = 2e_1 + σz, ADD x = e_1 + σz and -L_S (as ShufflePairSampler)."""
-    import jax
-    import jax.numpy as jnp
-    from jax.scipy.special import logsumexp
-
-    (sigma,) = consts
-    var = sigma * sigma
-    shift = 2.0 if direction == Direction.REMOVE.value else 1.0
-    sign = 1.0 if direction == Direction.REMOVE.value else -1.0
-    first_col = (jnp.arange(steps) == 0)[None, :]
-
-    def shuffle(key):
-        x = sigma * jax.random.normal(key, (n, steps), dtype=jnp.float64) + jnp.where(first_col, shift, 0.0)
-        return sign * (logsumexp((2.0 * x - 2.0) / var, axis=1) - logsumexp((2.0 * x - 1.0) / (2.0 * var), axis=1))
-    return shuffle
-
-
-def _poisson_kernel(method: str, direction: str, steps: int, n: int, consts: tuple):
-    """Poisson pair (SPEC §2) over the T·E steps: ℓ = Σ log(1 - q + q e^{(2w-1)/(2σ²)});
-    REMOVE w ~ (1-q)N(0,σ²) + qN(1,σ²), ADD w ~ N(0,σ²) and -ℓ (as PoissonPairSampler)."""
-    import jax
-    import jax.numpy as jnp
-
-    sigma, q, log_q, log_1mq = consts
-
-    def poisson(key):
-        k_w, k_b = jax.random.split(key)
-        w = sigma * jax.random.normal(k_w, (n, steps), dtype=jnp.float64)
-        if direction == Direction.REMOVE.value:
-            w = w + (jax.random.uniform(k_b, (n, steps), dtype=jnp.float64) < q)
-        loss = jnp.sum(jnp.logaddexp(log_1mq, w / (sigma * sigma) + log_q - 0.5 / (sigma * sigma)), axis=1)
-        return loss if direction == Direction.REMOVE.value else -loss
-    return poisson
+    low = ndtri(jnp.exp(jnp.minimum(y, _LOG_HALF)))
+    high = -ndtri(-jnp.expm1(jnp.maximum(y, _LOG_HALF)))
+    return jnp.where(y < _LOG_HALF, low, high)

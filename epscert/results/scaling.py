@@ -24,8 +24,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from epscert.params import CertifyConfig, Method
-from epscert.montecarlo.shard import estimated_seconds, stream_block
+from epscert.config import CertifyConfig, Method
+from epscert.config.samplers import estimated_seconds
+from epscert.montecarlo.shard import stream_block
 
 #: A shard of more than this many seconds of one core is split further (a retry loses at most this).
 TARGET_SHARD_SECONDS = 20.0

@@ -1,7 +1,7 @@
 """The loss-tilted estimator of the matrix mechanism's δ_remove (method ``tilted``): values with a range
 near δ itself.
 
-Notation of :mod:`epscert.montecarlo.matrix_values`: under Q, g ~ N(0, G) in R^b, v_k = G_kk,
+Notation of :mod:`epscert.matrix.values`: under Q, g ~ N(0, G) in R^b, v_k = G_kk,
 x_k = g_k - v_k/2, L = log((1/b) Σ_k e^{x_k}) = log dP/dQ, δ_remove(ε) = E_Q[(e^L - e^ε)_+].
 
 The proposal. For an integer order θ >= 1 let Q_θ(dg) = e^{θ L(g)} Q(dg) / Z_θ with Z_θ = E_Q[e^{θ L}] (the
@@ -30,7 +30,7 @@ Rényi-DP bound and δ: at n = 2000, b = 100, 16 bands, σ = 4.61, θ = 4 it is 
 400 δ at δ ≈ 10⁻⁸, where the naive range (1) is 10⁶ and 10⁸ times δ. A KL or empirical Bernstein
 bound at that range (:func:`epscert.results.rows.matrix_value_rows`) certifies ε(δ) to within 2–3% from
 about 10⁵ samples (δ itself to 10–25% there: UCB/estimate 1.09 at 10⁻⁶ and 1.25 at 10⁻⁸). The ADD direction of this method uses the conditional estimator's mean line
-(:func:`epscert.montecarlo.matrix_values.add_line_log_values`, range Φ(ŝ(ε)/√v_u), which falls with ε):
+(:func:`epscert.matrix.values.add_line_log_values`, range Φ(ŝ(ε)/√v_u), which falls with ε):
 at the setting above δ_add(4) is about 10⁻¹⁸ and its certificate is far below the REMOVE δ. The
 importance estimator's truncated mean is cheaper, but its range is fixed at the grid's smallest ε, so
 on a wide grid its UCB, not the REMOVE one, set the 'both' row.
@@ -72,7 +72,8 @@ import math
 
 import numpy as np
 
-from epscert.montecarlo import matrix_kernels as mk
+from epscert.matrix import kernels as mk
+from epscert.matrix.kernels import FLOAT_REL
 
 #: Largest table (entries of F_{θ-1}) the order may need: 2^23 float64 (64 MiB); θ = 4 up to b = 203.
 MAX_TABLE_ENTRIES = 2**23
@@ -142,8 +143,6 @@ class LossTilt:
 
     def value_range(self, epsilons) -> np.ndarray:
         """B_θ(ε) >= every value, with Z_θ's rounding allowance (module docstring) and FLOAT_REL on top."""
-        from epscert.montecarlo.matrix_values import FLOAT_REL  # noqa: PLC0415 (matrix_values imports this module)
-
         # the values carry the same computed Z as the range: FLOAT_REL covers their own rounding
         return np.exp(log_bound(self.log_z, self.theta, epsilons)) * (1.0 + 4 * FLOAT_REL)
 

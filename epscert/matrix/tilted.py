@@ -1,9 +1,9 @@
 """A mode-tilted mixture estimate of the matrix mechanism's δ_remove: an independent check, not a certificate.
 
 (The certified method ``tilted`` is another proposal, e^{θL} Q, whose weight depends on L alone:
-:mod:`epscert.montecarlo.matrix_loss_tilt`. This module tilts each REMOVE component along its own mode.)
+:mod:`epscert.matrix.loss_tilt`. This module tilts each REMOVE component along its own mode.)
 
-Notation of :mod:`epscert.montecarlo.matrix_values`: under Q, g ~ N(0, G) in R^b, v_k = G_kk,
+Notation of :mod:`epscert.matrix.values`: under Q, g ~ N(0, G) in R^b, v_k = G_kk,
 x_k = g_k - v_k/2, L = log((1/b) Σ_k e^{x_k}) and δ_remove(ε) = E_Q[(e^L - e^ε)_+].
 
 The proposal. For θ >= 1 let R_θ = (1/b) Σ_i N(θ G e_i, G): the REMOVE components P_i = N(G e_i, G)
@@ -48,7 +48,7 @@ being equally high, and leaves a range of 8·10⁶ δ, a third of the untruncate
 standard error only, which the tests compare with the conditional estimator where no other method
 resolves δ (``docs/matrix_mechanism.md``).
 
-Numerics: L and log W by :func:`epscert.montecarlo.matrix_kernels.log_mean_exp`, and
+Numerics: L and log W by :func:`epscert.matrix.kernels.log_mean_exp`, and
 Y = exp(L - log W) (-expm1(ε - L)), evaluated only where L > ε, where e^L/W <= e^{c + (1-θ) ε} (the
 power-mean step above): no exponential overflows unless that constant does.
 """
@@ -60,8 +60,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from epscert.montecarlo import matrix_kernels as mk
-from epscert.montecarlo.matrix_loss_tilt import log_peak
+from epscert.matrix import kernels as mk
+from epscert.matrix.loss_tilt import log_peak
 from epscert.rng import check_seed, stream_generator
 
 #: Rows drawn per block (a b = 100 block is 1.6 MB per array).
@@ -133,7 +133,7 @@ def tilted_values(pair, epsilons: np.ndarray, theta: float, rng: np.random.Gener
 def tilted_remove_estimate(pair, epsilons, samples: int, seed: int = 0, theta: float | None = None
                            ) -> TiltedEstimate:
     """Mean and standard error of δ_remove(ε) from ``samples`` draws of R_θ (θ: :func:`default_theta`
-    at the middle ε unless given). ``pair``: a :class:`~epscert.montecarlo.samplers.matrix_pair.MatrixPair`."""
+    at the middle ε unless given). ``pair``: a :class:`~epscert.matrix.pair.MatrixPair`."""
     try:
         eps = np.atleast_1d(np.asarray(epsilons, dtype=float))
     except (TypeError, ValueError):

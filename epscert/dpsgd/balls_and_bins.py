@@ -25,20 +25,10 @@ import math
 import numpy as np
 from scipy import special
 
-from epscert.montecarlo.gauss import (
-    log_survival_max,
-    logsumexp_rows,
-    max_at_least,
-    normal_below,
-)
-from epscert.montecarlo.orderstats import (
-    gaussian_order_stats_by_rank,
-    lower_tail_weights,
-    upper_tail_weights,
-    usable_ranks,
-)
-from epscert.params import Direction, Method
-from epscert.montecarlo.samplers.base import LossSampler
+from epscert.dpsgd.gauss import log_survival_max, logsumexp_rows, max_at_least, normal_below
+from epscert.dpsgd.orderstats import gaussian_order_stats_by_rank, lower_tail_weights, upper_tail_weights, usable_ranks
+from epscert.names import Direction, Method
+from epscert.montecarlo.protocol import LossSampler
 
 
 def log_mean_exp_shift(a: float, steps: int) -> float:
@@ -79,6 +69,9 @@ class BallsAndBinsSampler(LossSampler):
         self.eps0 = eps0
         self.b_remove = threshold_remove(sigma, steps, eps0) / sigma  # in units of σ
         self.b_add = threshold_add(sigma, steps, eps0) / sigma
+
+    #: The module of this sampler's JAX kernels, named, not imported (it imports this one and JAX lazily).
+    jax_kernels_module = "epscert.dpsgd.jax_kernels"
 
     def width(self) -> int:
         return (self.ranks.size + 4) if self.method.uses_order_stats else self.steps

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from epscert.montecarlo.gauss import logsumexp_rows
-from epscert.params import Direction
-from epscert.montecarlo.samplers.base import LossSampler
+from epscert.dpsgd.gauss import logsumexp_rows
+from epscert.names import Direction
+from epscert.montecarlo.protocol import LossSampler
 
 
 class ShufflePairSampler(LossSampler):
@@ -23,6 +23,9 @@ class ShufflePairSampler(LossSampler):
 
     def __init__(self, sigma: float, steps: int, epochs: int) -> None:
         self.sigma, self.steps, self.epochs = sigma, steps, epochs
+
+    #: The module of this sampler's JAX kernels, named, not imported (it imports this one and JAX lazily).
+    jax_kernels_module = "epscert.dpsgd.jax_kernels"
 
     def width(self) -> int:
         return 2 * self.steps

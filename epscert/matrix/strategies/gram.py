@@ -7,7 +7,7 @@ cycle come from those bins only). The accountant keeps this exactly: the modes a
 matrix are built from the true participation sets, and the mixture over bins stays uniform
 (each example's bin is uniform on {0, .., b-1} whatever n is).
 
-Gram. G0_jk = <m_j, m_k> for the modes m_j = C x_j (:mod:`epscert.strategies`); for the noise
+Gram. G0_jk = <m_j, m_k> for the modes m_j = C x_j (:mod:`epscert.matrix.strategies`); for the noise
 multiplier σ the accountant uses G = G0/σ². A banded C with p bands has G0_jk = 0 unless the
 cyclic distance of j and k is < p (+ the wrap of the last cycle), so G is cyclically banded.
 
@@ -47,7 +47,7 @@ def bin_counts(iterations: int, cycle_length: int) -> np.ndarray:
 class Factor:
     """A square root of G for sampling: ``kind`` 'dense' (L, b x b lower), 'diag' (G diagonal:
     ``band[0]`` = √diag(G)) or 'band' (lower band storage ``band[k, i] = L[i + k, i]`` in the
-    interleaved order ``perm``). Applied by :func:`epscert.montecarlo.matrix_kernels.apply_factor`."""
+    interleaved order ``perm``). Applied by :func:`epscert.matrix.kernels.apply_factor`."""
 
     kind: str
     dense: np.ndarray | None
@@ -83,8 +83,8 @@ def mode_gram(strategy, cycle_length: int) -> ModeGram:
 
 @functools.lru_cache(maxsize=16)
 def _mode_gram(strategy, b: int) -> ModeGram:
-    from epscert.strategies.dense import dense_modes, load_dense
-    from epscert.strategies.toeplitz import toeplitz_gram
+    from epscert.matrix.strategies.dense import dense_modes, load_dense
+    from epscert.matrix.strategies.toeplitz import toeplitz_gram
 
     n = strategy.iterations
     if not 1 <= b <= n:

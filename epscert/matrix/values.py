@@ -1,6 +1,6 @@
 """Conditional and importance estimators of the matrix-mechanism pair: one value per sample and ε.
 
-Notation of :mod:`epscert.montecarlo.samplers.matrix_pair`: under Q, g ~ N(0, G) (b x b Gram
+Notation of :mod:`epscert.matrix.pair`: under Q, g ~ N(0, G) (b x b Gram
 matrix of the whitened modes), v_j = G_jj, x_k = g_k - v_k/2, S = Σ_k e^{x_k} = b e^L, K = e^ε,
 B = b K. Then (SPEC §2 under Q)
 
@@ -69,13 +69,12 @@ import numpy as np
 from scipy import special
 
 from epscert.analytic.deterministic import gaussian_bracket
-from epscert.montecarlo import matrix_kernels as mk
-from epscert.montecarlo.matrix_loss_tilt import law_tv, loss_tilt, remove_tilt_log_values
-from epscert.montecarlo.samplers.base import BLOCK_ELEMENTS
-from epscert.params import Direction
+from epscert.matrix import kernels as mk
+from epscert.matrix.kernels import FLOAT_REL
+from epscert.matrix.loss_tilt import law_tv, loss_tilt, remove_tilt_log_values
+from epscert.montecarlo.protocol import BLOCK_ELEMENTS, ValueSampler
+from epscert.names import Direction
 
-#: Relative error allowance of a computed value against the exact one.
-FLOAT_REL = 1e-9
 #: Lines (modes) integrated per sample by the REMOVE conditional estimator, evenly spaced with a
 #: random offset: measured at n = 2000, b = 100, 16 bands, 8 lines give the lowest variance per CPU
 #: second (relative variance x lines: 31 at 5-10 lines against 134 with all 100).
@@ -88,7 +87,7 @@ LINES_PER_SAMPLE = 8
 #: samples/s against 244k with trimming disabled by MALLOC_TRIM_THRESHOLD_). Blocks of 2^16
 #: elements stay below the trim threshold the allocator settles on (655 rows at b = 100: 230k
 #: samples/s; at b = 1000 they cost 10% against larger blocks). The naive sampler meets the same
-#: cost with per-thread buffers instead (:func:`~epscert.montecarlo.samplers.matrix_pair.block_buffers`):
+#: cost with per-thread buffers instead (:func:`~epscert.matrix.pair.block_buffers`):
 #: its kernel writes in place, while this one is shared with JAX and cannot.
 IMPORTANCE_BLOCK_ELEMENTS = 2**16
 IMPORTANCE_MIN_BLOCK = 64
@@ -377,13 +376,13 @@ def remove_thresholds(pair, eps0: float) -> tuple[np.ndarray, np.ndarray, float]
     return t, log_p, log_m
 
 
-class MatrixValueSampler:
+class MatrixValueSampler(ValueSampler):
     """Values Y per ε with δ = E[Y], 0 <= Y <= value_range (module docstring), for one pair.
 
     ``method`` 'conditional', 'importance' or 'tilted'; ``eps0`` the smallest ε of the grid (the importance
     events are those of ε0, valid for every ε >= ε0); ``order`` the tilt order θ of 'tilted', required
-    there (:func:`~epscert.montecarlo.matrix_loss_tilt.choose_order` over the run's grid, in
-    :func:`epscert.montecarlo.shard.value_sampler`). 'tilted' uses the conditional estimator's mean line for
+    there (:func:`~epscert.matrix.loss_tilt.choose_order` over the run's grid, in
+    :func:`epscert.config.samplers.value_sampler`). 'tilted' uses the conditional estimator's mean line for
     ADD (its range Φ(ŝ(ε)/√v_u) falls with every ε of the grid; the importance estimator's P_V(ε0) does not,
     and a wide grid left the 'both' UCB at its ADD range).
     """
@@ -406,14 +405,17 @@ class MatrixValueSampler:
             self.lines = RemoveLines(pair)
             self.lines_per_sample = min(b, LINES_PER_SAMPLE)
         elif method == "tilted":
-            if order is None:  # the order is the run's (shard.value_sampler: the grid's), never a default here
-                raise ValueError("method='tilted' needs its order (epscert.montecarlo.matrix_loss_tilt.choose_order)")
+            if order is None:  # the order is the run's (config.samplers.value_sampler: the grid's), never a default here
+                raise ValueError("method='tilted' needs its order (epscert.matrix.loss_tilt.choose_order)")
             self.tilt = loss_tilt(pair, order)
         else:
             self.thresholds, self.log_p, self.log_m = remove_thresholds(pair, self.eps0)
             flat = np.exp(self.log_p.ravel() - self.log_p.max())
             self.cum_p = np.cumsum(flat / flat.sum())
         self.add_log_prob = add_bound_log_prob(self.var_u, self.vbar, self.eps0)
+
+    #: The module of this sampler's JAX kernels, named, not imported (it imports this one and JAX lazily).
+    jax_kernels_module = "epscert.matrix.jax_kernels"
 
     def width(self) -> int:
         if self.method == "conditional":
@@ -441,10 +443,10 @@ class MatrixValueSampler:
 
     def value_slack(self, direction: Direction, epsilons) -> np.ndarray:
         """The most the computed law of the draws moves the mean from δ, additively: REMOVE draws a cell of
-        a computed table by inverse CDF (tilted: the tuples, :meth:`~epscert.montecarlo.matrix_loss_tilt.
+        a computed table by inverse CDF (tilted: the tuples, :meth:`~epscert.matrix.loss_tilt.
         LossTilt.value_slack`; importance: the pair (i, k) among b² cells whose weights exp(log p_ik - max)
         are within 1000 ulp relative, since |log p| <= 745), so the mean moves by at most the law's total
-        variation times the range (:func:`~epscert.montecarlo.matrix_loss_tilt.law_tv`); 0 elsewhere (the
+        variation times the range (:func:`~epscert.matrix.loss_tilt.law_tv`); 0 elsewhere (the
         other draws are the generator's own normals and uniforms)."""
         eps = np.asarray(epsilons, dtype=np.float64)
         if direction is Direction.REMOVE and self.method == "tilted":

@@ -2,7 +2,7 @@
 
 Mechanism. Iterations t = 0..n-1 release y = C s + σ z (z ~ N(0, I_n), coordinate-wise for each
 model dimension), where s_t is the sum of the clipped (norm <= 1) per-example gradients of
-iteration t's batch and C is the n x n lower-triangular strategy (:mod:`epscert.strategies`).
+iteration t's batch and C is the n x n lower-triangular strategy (:mod:`epscert.matrix.strategies`).
 Balls-and-Bins with cycle length b: every example draws one bin J uniform on {0, .., b-1} (once,
 for all cycles: JAX Privacy's ``BallsInBinsSampling``) and is in the batches t ≡ J (mod b).
 
@@ -24,7 +24,7 @@ Loss and its sufficient statistic. Whiten: w = y/σ, a_j = C x_j/σ (the modes).
     dP/dQ(w) = (1/b) Σ_j exp(<a_j, w> - ||a_j||²/2),   L = log dP/dQ,
 
 which depends on w only through g = (<a_j, w>)_j in R^b. With A = [a_0 .. a_{b-1}] (n x b) and the
-Gram matrix G = Aᵀ A = G0/σ² (:mod:`epscert.strategies.gram`): under Q, w ~ N(0, I) and
+Gram matrix G = Aᵀ A = G0/σ² (:mod:`epscert.matrix.strategies.gram`): under Q, w ~ N(0, I) and
 g ~ N(0, G); under the component P_i of P, w ~ N(a_i, I) and g ~ N(Aᵀ a_i, G) = N(G e_i, G). So with
 x_k = g_k - G_kk/2, L = log((1/b) Σ_k e^{x_k}), and the n-vector is never drawn: g = L_G ξ with a
 (banded) square root L_G of G and ξ ~ N(0, I_b), O(b x bands) per sample.
@@ -41,7 +41,7 @@ Naive sampler (SPEC §3 applied to this pair): REMOVE draws i uniform and g = G 
 returns L(g); ADD draws g = L_G ξ and returns -L(g); δ(ε) = E[(1 - e^{ε - ℓ})_+] in both cases.
 When G is diagonal (C = c·I, or bands that never reach the next participation of another bin),
 L_G is diag(√G_kk) and costs one product per mode.
-The arithmetic is :mod:`epscert.montecarlo.matrix_kernels` (shared with the JAX backend).
+The arithmetic is :mod:`epscert.matrix.kernels` (shared with the JAX backend).
 """
 
 from __future__ import annotations
@@ -51,9 +51,9 @@ import threading
 
 import numpy as np
 
-from epscert.montecarlo import matrix_kernels as mk
-from epscert.montecarlo.samplers.base import LossSampler
-from epscert.params import Direction
+from epscert.matrix import kernels as mk
+from epscert.montecarlo.protocol import LossSampler
+from epscert.names import Direction
 
 
 class MatrixPair:
@@ -74,7 +74,7 @@ class MatrixPair:
         self.factor = gram.factor(self.sigma)
 
     def factor_tuple(self, xp=np):
-        """The factor in the form :func:`epscert.montecarlo.matrix_kernels.apply_factor` takes."""
+        """The factor in the form :func:`epscert.matrix.kernels.apply_factor` takes."""
         f = self.factor
         if f.kind == "dense":
             return ("dense", xp.asarray(f.dense))
@@ -92,6 +92,9 @@ class MatrixPairSampler(LossSampler):
 
     def __init__(self, pair: MatrixPair) -> None:
         self.pair = pair
+
+    #: The module of this sampler's JAX kernels, named, not imported (it imports this one and JAX lazily).
+    jax_kernels_module = "epscert.matrix.jax_kernels"
 
     def width(self) -> int:
         return 3 * self.pair.bins  # ξ, L_G ξ and the shifted copy

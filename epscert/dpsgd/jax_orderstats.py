@@ -4,7 +4,7 @@ Split out of :mod:`epscert.montecarlo.backends.jax_backend` (which dispatches to
 the same key scheme, blocks and exact grid sums); JAX is imported lazily inside the functions.
 
 :func:`order_values` is the one JAX copy of Algorithm 6 as exponential spacings
-(:mod:`epscert.montecarlo.orderstats`), with the conditioning of every draw on <= b
+(:mod:`epscert.dpsgd.orderstats`), with the conditioning of every draw on <= b
 (Proposition B.4: Y' = c Y, 1 - Y' = (1 - c) + c p, c = Φ(b)); with log c = 0 it computes
 bit for bit the unconditioned values (exp(0) = 1, -expm1(0) = -0), so the ``order_stats``
 stream is that of the unconditioned kernel. The numpy sampler's extra branch for
@@ -18,20 +18,10 @@ import math
 
 import numpy as np
 
-from epscert.montecarlo.orderstats import LOG_TINY
-from epscert.params import Direction
+from epscert.dpsgd.orderstats import LOG_TINY
+from epscert.montecarlo.backends.jax_backend import ndtri_exp
+from epscert.names import Direction
 
-_LOG_HALF = math.log(0.5)
-
-
-def ndtri_exp(y):
-    """Φ^{-1}(e^y) for y <= 0: Φ^{-1}(e^y) below log 1/2, -Φ^{-1}(-expm1(y)) above (no cancellation)."""
-    import jax.numpy as jnp
-    from jax.scipy.special import ndtri
-
-    low = ndtri(jnp.exp(jnp.minimum(y, _LOG_HALF)))
-    high = -ndtri(-jnp.expm1(jnp.maximum(y, _LOG_HALF)))
-    return jnp.where(y < _LOG_HALF, low, high)
 
 
 def check_bounds(log_cdf_bound: float, what: str) -> None:

@@ -1,6 +1,6 @@
 """Certified upper confidence bounds for the conditional estimator (issue 13, item 2).
 
-Notation of :mod:`epscert.montecarlo.conditional`: under Q, δ = s·E[Y] with the conditional value Y
+Notation of :mod:`epscert.dpsgd.conditional`: under Q, δ = s·E[Y] with the conditional value Y
 of a sample; K = e^ε; R and M the sum and maximum of the T − 1 conditioning factors W_t;
 A(x) = E[W 1{W > x}] = Φ̄(σ log x − 1/(2σ)); B(ε) the proven range of Y.
 
@@ -29,9 +29,9 @@ over the pieces (s_i, s_{i+1}] where Y <= min(B, Ycap(TK − s_{i+1})), and (s_m
 
 since also Y <= E[(W + M) 1{W > M}] + (S' − TK)_+ Pr[W > M] <= 2 A(M) + (S' − TK)_+ <= 2 + (S' − TK)_+
 ((a + b)_+ <= a + b_+ for a = W + M >= 0; A <= E W = 1), and E[(S' − TK)_+] is bounded by
-:func:`epscert.montecarlo.lognormal_sums.trimmed_sum_excess`,
+:func:`epscert.dpsgd.lognormal_sums.trimmed_sum_excess`,
 
-with P̄(s) >= Pr[S' > s] from :func:`epscert.montecarlo.lognormal_sums.trimmed_sum_tail` (for the
+with P̄(s) >= Pr[S' > s] from :func:`epscert.dpsgd.lognormal_sums.trimmed_sum_tail` (for the
 order-statistics variant, Ŝ' <= ρ S' with ρ of :func:`order_stats_domination`). Starting the grid at a point s_0 <= s*_k
 only raises the sum. The first term of (L) is a mean of values in [0, τ_k]: at each level two
 bounds, KL–Chernoff (:func:`epscert.bounds.kl.kl_ucb`) and empirical Bernstein
@@ -41,7 +41,7 @@ it fails only if one of them fails: probability <= β (union bound). The sample 
 min(Y, τ) is bounded with Σ min(Y, τ)² <= Σ Y² (stored); both bounds increase in the mean and
 the variance, so these upper bounds keep them valid.
 
-Split on M. For a level m > 0 (m on the c0 table of :mod:`epscert.montecarlo.lognormal_sums`):
+Split on M. For a level m > 0 (m on the c0 table of :mod:`epscert.dpsgd.lognormal_sums`):
 on {M < m} every conditioning factor is below m, so S' <= Σ_t min(W_t, m) (and Ŝ' <= ρ S'),
 bounded by the Chernoff part P_m(s) of (1) with no pair term; on {M >= m},
 Y <= 2 A(m) + (S' − TK)_+ Φ̄(u(m)) (the bound above, A and Φ̄∘u decreasing). So the tail is also
@@ -53,11 +53,11 @@ with Pr[M >= m] = 1 − Φ(u(m))^{T−1}; tail_k is the smallest of these over m
 (each is an upper bound on the same expectation).
 
 ADD. Y' = Y_add / Φ(b) <= 1 and Y' = 0 unless R < T/K, so δ_add <= s·Pr_b[R < T/K]
-(:func:`epscert.montecarlo.lognormal_sums.sum_lower_tail`, no sampling: holds surely). With KL
+(:func:`epscert.dpsgd.lognormal_sums.sum_lower_tail`, no sampling: holds surely). With KL
 and empirical Bernstein on the values (β/2 each), the ADD UCB is the minimum of the three.
 
 Floating point: computed values are within a relative ``rel_error`` of the exact ones (the
-module docstring of :mod:`epscert.montecarlo.conditional`), so exact sums are at most the
+module docstring of :mod:`epscert.dpsgd.conditional`), so exact sums are at most the
 computed ones over (1 − r) (squares over (1 − r)²) and at least (1 − r) times them; each bound uses
 the side that raises it. Ycap is inflated by ``CAP_REL`` and g_k by ``CAP_REL`` (A is
 decreasing: a larger g_k keeps Ycap(g_k) <= τ_k).
@@ -73,13 +73,8 @@ from scipy import special
 from epscert.bounds.empirical_bernstein import eb_ucb
 from epscert.bounds.kl import kl_ucb
 from epscert.bounds.truncated_lcb import LEVELS, truncation_levels
-from epscert.montecarlo.lognormal_sums import (
-    capped_sum_tails,
-    sum_lower_tail,
-    tail_mean,
-    trimmed_sum_excess,
-    trimmed_sum_tail,
-    u_of_w,
+from epscert.dpsgd.lognormal_sums import (
+    capped_sum_tails, sum_lower_tail, tail_mean, trimmed_sum_excess, trimmed_sum_tail, u_of_w,
 )
 
 #: Relative inflation of Ycap and of the level thresholds g_k (A is computed to ~1e-15).

@@ -1,7 +1,7 @@
 """JAX kernels of the matrix-mechanism pair: ``naive`` losses, ``conditional`` and ``importance`` values.
 
-The arithmetic is the numpy samplers' own (:mod:`epscert.montecarlo.matrix_kernels`,
-:mod:`epscert.montecarlo.matrix_values`): those functions take the array namespace and the
+The arithmetic is the numpy samplers' own (:mod:`epscert.matrix.kernels`,
+:mod:`epscert.matrix.values`): those functions take the array namespace and the
 special functions as arguments, and here they get ``jax.numpy``, jax.scipy's ``log_ndtr``, the
 backend's ``ndtri_exp`` and ``lax.fori_loop`` (a fixed NEWTON_STEPS iterations: Newton from above on
 the convex log S converges monotonically, and the numpy path stops early only once no entry moves).
@@ -26,19 +26,19 @@ import functools
 
 import numpy as np
 
-from epscert.montecarlo import matrix_kernels as mk
-from epscert.montecarlo import matrix_values as mv
-from epscert.montecarlo.matrix_loss_tilt import draw_tuples, remove_tilt_log_values
+from epscert.matrix import kernels as mk
+from epscert.matrix import values as mv
+from epscert.matrix.loss_tilt import draw_tuples, remove_tilt_log_values
 from epscert.montecarlo.accumulator import DirectionSums
 from epscert.montecarlo.backends.jax_backend import FETCH_EVERY, block_size, drain_sums, grid_halves
 from epscert.rng import block_ranges
-from epscert.montecarlo.backends.jax_orderstats import ndtri_exp
-from epscert.montecarlo.samplers.matrix_pair import MatrixPairSampler
-from epscert.params import Direction, Method
+from epscert.montecarlo.backends.jax_backend import ndtri_exp
+from epscert.matrix.pair import MatrixPairSampler
+from epscert.names import Direction, Method
 
 
 class JaxSpecial:
-    """The special functions and loop of :class:`epscert.montecarlo.matrix_values.NumpySpecial`, for JAX."""
+    """The special functions and loop of :class:`epscert.matrix.values.NumpySpecial`, for JAX."""
 
     @staticmethod
     def log_ndtr(x):
@@ -252,3 +252,21 @@ def _value_fn(pair, method: str, eps0: float, direction: str, n: int, epsilons: 
     return jax.jit(values)
 
 
+
+
+def shard_block(sampler, method: Method, directions, samples: int) -> int:
+    """The engine's protocol: samples per device block of a stream of ``samples`` samples."""
+    return block_size(width(sampler), samples)
+
+
+def shard_loss_sums(sampler, method: Method, direction: Direction, key_words: np.ndarray, samples: int,
+                    epsilons: tuple[float, ...], progress=None, start: int = 0,
+                    stream_samples: int | None = None) -> DirectionSums:
+    """The engine's protocol: exact sums of one direction's naive losses (:func:`naive_sums`)."""
+    return naive_sums(sampler, direction, key_words, samples, epsilons, progress, start, stream_samples)
+
+
+def shard_value_blocks(sampler, method: Method, direction: Direction, key_words: np.ndarray, samples: int,
+                       epsilons: tuple[float, ...], start: int = 0, stream_samples: int | None = None):
+    """The engine's protocol: the host value arrays of one direction (:func:`value_blocks`)."""
+    return value_blocks(sampler, direction, key_words, samples, epsilons, start, stream_samples)

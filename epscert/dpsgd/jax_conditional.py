@@ -3,7 +3,7 @@
 The device draws the T - 1 conditioning coordinates of each sample (or their order
 statistics) and reduces them to the two per-sample float64 numbers the conditional value
 needs: log R = log Σ_{t<T} W_t and, for REMOVE, log M = log max_{t<T} W_t (for the
-order-statistics variant, the bounds on R of :mod:`epscert.montecarlo.conditional`). These
+order-statistics variant, the bounds on R of :mod:`epscert.dpsgd.conditional`). These
 (2, n) arrays come back to the host, where :meth:`ConditionalSampler.values` (the same code the
 numpy backend runs) turns them into the values Y(ε), and the shard sums Y, Y² and min(Y, τ_k)
 exactly with :func:`epscert.montecarlo.exactfloat.float_sum_rows` (units 2**-1126).
@@ -34,15 +34,20 @@ import functools
 import numpy as np
 
 from epscert.montecarlo.backends.jax_backend import FETCH_EVERY, block_size
-from epscert.montecarlo.backends.jax_orderstats import check_bounds, ndtri_exp, order_values
-from epscert.montecarlo.conditional import ConditionalSampler
-from epscert.montecarlo.orderstats import lower_tail_weights, upper_tail_weights
-from epscert.params import Direction
+from epscert.dpsgd.jax_orderstats import check_bounds, order_values
+from epscert.montecarlo.backends.jax_backend import ndtri_exp
+from epscert.dpsgd.conditional import ConditionalSampler
+from epscert.dpsgd.orderstats import lower_tail_weights, upper_tail_weights
+from epscert.names import Direction, Method
 from epscert.rng import block_ranges
 
 
-def check_supported(sampler: ConditionalSampler) -> None:
-    """Raise ValueError (before any work) where the ADD conditioning bound is out of range."""
+def check_supported(sampler: ConditionalSampler, method: Method | None = None) -> None:
+    """Raise ValueError (before any work) where the ADD conditioning bound is out of range, or ``method``
+    (when given) is not a conditional one."""
+    if method is not None and not method.is_conditional:
+        raise ValueError(f"backend='jax' runs the conditional sampler for conditional methods only, got "
+                         f"method={method.value!r}")
     if sampler.steps > 1:
         check_bounds(sampler.log_phi_b, "conditional ADD")
 
@@ -117,3 +122,16 @@ def _compiled(spec: tuple, n: int):
         return jnp.stack((ranked if order_stats else plain)(key))
 
     return jax.jit(block)
+
+
+def shard_block(sampler, method: Method, directions, samples: int) -> int:
+    """The engine's protocol: samples per device block of a stream of ``samples`` samples."""
+    return block_size(sampler.width(), samples)
+
+
+def shard_value_blocks(sampler, method: Method, direction: Direction, key_words: np.ndarray, samples: int,
+                       epsilons: tuple[float, ...], start: int = 0, stream_samples: int | None = None):
+    """The engine's protocol: log-sums drawn on the device (:func:`blocks`), turned into values per ε
+    on the host by the sampler (``sampler.values``)."""
+    for log_r, log_m in blocks(sampler, direction, key_words, samples, start, stream_samples):
+        yield sampler.values(direction, log_r, log_m, epsilons)

@@ -1,7 +1,7 @@
 """Certified tail probabilities for sums of the lognormal factors W = exp(z/σ − 1/(2σ²)).
 
 z ~ N(0, 1), so E W = 1 and W > x  <=>  z > u(x) = σ(log x + 1/(2σ²)). X_1..X_n are i.i.d.
-copies of W. Used by :mod:`epscert.montecarlo.conditional_ucb` for the part of δ that the
+copies of W. Used by :mod:`epscert.dpsgd.conditional_ucb` for the part of δ that the
 Monte Carlo values do not see.
 
 Upper tail of a trimmed sum. Let S' = Σ_i X_i − max_i X_i and X_(2) the second largest. For any

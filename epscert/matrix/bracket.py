@@ -1,6 +1,6 @@
 """Deterministic bounds for the matrix mechanism with Balls-and-Bins batches (no sampling).
 
-Notation of :mod:`epscert.montecarlo.samplers.matrix_pair`: under Q, g ~ N(0, G) in R^b, and
+Notation of :mod:`epscert.matrix.pair`: under Q, g ~ N(0, G) in R^b, and
 
     δ_remove = E_Q[F_R(g)],  F_R(g) = ((1/b) Σ_k e^{g_k - v_k/2} - e^ε)_+,
     δ_add    = E_Q[F_A(g)],  F_A(g) = (1 - e^ε (1/b) Σ_k e^{g_k - v_k/2})_+,
@@ -45,13 +45,13 @@ import numpy as np
 
 from epscert.allocation.bracket import bracket_for
 from epscert.analytic.deterministic import gaussian_bracket
-from epscert.params import Direction, Method
+from epscert.names import Direction, Method
 
 
 def matrix_bounds(gram, sigma: float, method: Method, direction: Direction, eps: np.ndarray):
     """(lower, upper, guarantee, bound name, resolution) of an analytic method of the matrix mechanism.
 
-    ``gram`` is the :class:`~epscert.strategies.gram.ModeGram`; v = diag(G0)/σ².
+    ``gram`` is the :class:`~epscert.matrix.strategies.gram.ModeGram`; v = diag(G0)/σ².
     """
     v = np.diag(gram.g0) / sigma**2
     v_min, v_max = float(v.min()), float(v.max())

@@ -45,7 +45,7 @@ from typing import Sequence
 import numpy as np
 
 from epscert._version import __version__
-from epscert.params import check_float, check_int
+from epscert.checks import check_float, check_int
 from epscert.schema import COLUMNS
 
 #: Rényi orders α for the conversion: 1 + 10^-3 .. 1 + 10^6, geometric.

@@ -1,9 +1,9 @@
 """Kernels of the matrix-mechanism pair, written once for both array namespaces (numpy, jax.numpy).
 
 Every function takes ``xp`` (the module ``numpy`` or ``jax.numpy``) and pre-drawn random inputs,
-so the numpy sampler (:mod:`epscert.montecarlo.samplers.matrix_pair`) and the JAX backend
-(:mod:`epscert.montecarlo.backends.jax_matrix`) run the same arithmetic on their own streams.
-Notation of :mod:`epscert.montecarlo.samplers.matrix_pair`: g in R^b holds the inner products of
+so the numpy sampler (:mod:`epscert.matrix.pair`) and the JAX backend
+(:mod:`epscert.matrix.jax_kernels`) run the same arithmetic on their own streams.
+Notation of :mod:`epscert.matrix.pair`: g in R^b holds the inner products of
 the whitened output with the b whitened modes, G its covariance, x_k = g_k - G_kk/2, and the
 privacy loss is L = log((1/b) Σ_k e^{x_k}).
 """
@@ -14,11 +14,15 @@ import math
 
 import numpy as np
 
+#: Relative error allowance of a computed value of the matrix estimators against the exact one
+#: (:mod:`epscert.matrix.values`, :mod:`epscert.matrix.loss_tilt`); the rows raise the UCB by it.
+FLOAT_REL = 1e-9
+
 
 def apply_factor(xp, z, factor, out=None):
     """g = L z for every row of z (N x b). ``factor`` is ('dense', L), ('diag', d) with L = diag(d)
     (G diagonal: the modes do not overlap), or ('band', band, inverse): band[k, i] = L[i + k, i] in
-    the interleaved order, ``inverse`` maps it back (:class:`epscert.strategies.gram.Factor`). The
+    the interleaved order, ``inverse`` maps it back (:class:`epscert.matrix.strategies.gram.Factor`). The
     band product is written with concatenations (no in-place slices), which both namespaces support.
     ``out`` (numpy only, dense and diag): an N x b array to write g into (it may be z for diag)."""
     if factor[0] == "dense":

@@ -18,7 +18,7 @@ W_1..W_{T-1}: with R = Σ_{t<T} W_t, M = max_{t<T} W_t, c = TK - R, the integran
 Range: on {W_T largest}, Σ_t W_t <= T W_T, so Y_remove <= T E[(W - K)_+] = T δ_1(ε) with
 δ_1(ε) = Φ̄(σε - 1/(2σ)) - K Φ̄(σε + 1/(2σ)) (one Gaussian, SPEC §7). This proven range is the
 scale of the truncated LCB (:mod:`epscert.bounds.truncated_lcb`) and of the truncation levels of
-the certified UCB (:mod:`epscert.montecarlo.conditional_ucb`), which bounds the part of δ above a
+the certified UCB (:mod:`epscert.dpsgd.conditional_ucb`), which bounds the part of δ above a
 level analytically, so its cost does not grow with the range.
 
 ADD. δ_add = E_Q[(1 - K S)_+] = E[(1 - (K/T) Σ_t W_t)_+] (SPEC §2: E_Q[(1 - e^{ε+L})_+]).
@@ -57,16 +57,11 @@ import numpy as np
 from scipy import special
 
 from epscert.analytic.deterministic import gaussian_bracket
-from epscert.montecarlo.gauss import logsumexp_rows, normal_below
-from epscert.montecarlo.orderstats import (
-    gaussian_order_stats_by_rank,
-    lower_tail_weights,
-    upper_tail_weights,
-    usable_ranks,
-)
-from epscert.montecarlo.samplers.balls_and_bins import threshold_add
-from epscert.montecarlo.samplers.base import BLOCK_ELEMENTS
-from epscert.params import Direction
+from epscert.dpsgd.gauss import logsumexp_rows, normal_below
+from epscert.dpsgd.orderstats import gaussian_order_stats_by_rank, lower_tail_weights, upper_tail_weights, usable_ranks
+from epscert.dpsgd.balls_and_bins import threshold_add
+from epscert.montecarlo.protocol import BLOCK_ELEMENTS, ValueSampler
+from epscert.names import Direction
 
 #: Relative error allowance for a computed conditional value against the exact one.
 FLOAT_REL = 1e-9
@@ -114,7 +109,7 @@ def add_values(log_r: np.ndarray, sigma: float, steps: int, epsilons: np.ndarray
     return np.where(pos, np.minimum(y, 1.0), 0.0)
 
 
-class ConditionalSampler:
+class ConditionalSampler(ValueSampler):
     """Draws conditional values Y (per ε) for one direction; δ = s · E[Y], Y in [0, B(ε)]."""
 
     guarantee = "mc_upper_confidence"
@@ -130,6 +125,9 @@ class ConditionalSampler:
         self.add_ranks = (np.append(self.ranks, d) if self.order_stats and self.ranks[-1] < d else self.ranks)
         self.b_add = threshold_add(self.sigma, self.steps, self.eps0) / self.sigma
         self.log_phi_b = float(special.log_ndtr(self.b_add))
+
+    #: The module of this sampler's JAX kernels, named, not imported (it imports this one and JAX lazily).
+    jax_kernels_module = "epscert.dpsgd.jax_conditional"
 
     def width(self) -> int:
         return int(self.add_ranks.size + 2) if self.order_stats else max(1, self.steps - 1)

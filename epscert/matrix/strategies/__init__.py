@@ -9,14 +9,14 @@ part in the iterations t ≡ j (mod b), t < n: its participation pattern is x_j 
 elsewhere) and its *mode* is m_j = C x_j.
 
 Everything the accountant needs is the b x b Gram matrix G0_jk = <m_j, m_k> (module
-:mod:`epscert.strategies.gram`), computed without forming C for a banded Toeplitz strategy
-(:mod:`epscert.strategies.toeplitz`) and from the matrix for a dense one
-(:mod:`epscert.strategies.dense`).
+:mod:`epscert.matrix.strategies.gram`), computed without forming C for a banded Toeplitz strategy
+(:mod:`epscert.matrix.strategies.toeplitz`) and from the matrix for a dense one
+(:mod:`epscert.matrix.strategies.dense`).
 
 A :class:`Strategy` is a frozen, validated value: ``toeplitz`` by the nonzero entries of C's
 first column (``c_col``, as JAX Privacy takes it), or ``dense`` by a ``.npy`` file of an n x n
 lower-triangular matrix. Both need non-negative, finite entries (the dominating pair of
-:mod:`epscert.montecarlo.samplers.matrix_pair` relies on C >= 0 entrywise).
+:mod:`epscert.matrix.pair` relies on C >= 0 entrywise).
 """
 
 from __future__ import annotations
@@ -28,8 +28,9 @@ from typing import Sequence
 
 import numpy as np
 
-from epscert.strategies.dense import MAX_DENSE_ITERATIONS, load_dense
-from epscert.strategies.gram import ModeGram, bin_counts, mode_gram
+from epscert.checks import check_int, show
+from epscert.matrix.strategies.dense import MAX_DENSE_ITERATIONS, load_dense
+from epscert.matrix.strategies.gram import ModeGram, bin_counts, mode_gram
 
 __all__ = ["Strategy", "ModeGram", "bin_counts", "mode_gram", "toeplitz_strategy", "dense_strategy",
            "MAX_ITERATIONS", "MAX_DENSE_ITERATIONS", "MAX_BANDS"]
@@ -58,8 +59,6 @@ class Strategy:
     sha256: str = field(default="")
 
     def __post_init__(self) -> None:
-        from epscert.params import check_int, show  # params imports this package lazily
-
         if self.kind not in KINDS:
             raise ValueError(f"strategy kind must be one of {', '.join(KINDS)}, got kind={show(self.kind)}")
         n = check_int("iterations", self.iterations, 1)
@@ -123,8 +122,6 @@ class Strategy:
 
 def check_c_col(c_col: object) -> np.ndarray:
     """c_col as a 1-D float array: finite, non-negative, not all zero, at most MAX_BANDS entries."""
-    from epscert.params import show
-
     if isinstance(c_col, str):
         try:
             c_col = [float(v) for v in c_col.replace(";", ",").split(",") if v.strip()]

@@ -1,8 +1,8 @@
 """Which mechanism a request describes, DP-SGD batches or a matrix mechanism, read from user input.
 
 Every entry point (``epscert.Accountant``, ``epscert certify``, ``epscert epsilon``, sweep specs and
-the JAX Privacy adapter) describes a matrix mechanism (DP-FTRL / BandMF, :mod:`epscert.strategies`)
-the same way, and this module turns that description into what :class:`~epscert.params.CertifyConfig`
+the JAX Privacy adapter) describes a matrix mechanism (DP-FTRL / BandMF, :mod:`epscert.matrix.strategies`)
+the same way, and this module turns that description into what :class:`~epscert.config.CertifyConfig`
 takes, refusing bad input before any work with one message naming the field and the value:
 
 - the strategy C: ``c_col`` (the nonzero entries of the first column of a banded lower-triangular
@@ -26,8 +26,9 @@ from typing import Any
 
 import numpy as np
 
-from epscert.params import Sampler, check_int, parse_sampler, show
-from epscert.strategies import MAX_BANDS, Strategy, check_c_col, dense_strategy, toeplitz_strategy
+from epscert.checks import check_int, show
+from epscert.names import Sampler, parse_sampler
+from epscert.matrix.strategies import MAX_BANDS, Strategy, check_c_col, dense_strategy, toeplitz_strategy
 
 #: Mechanism names: DP-SGD (a batch sampler) or the matrix mechanism (a strategy C).
 MECHANISMS = ("dpsgd", "bandmf")
@@ -77,7 +78,7 @@ def looks_like_a_path(text: str) -> bool:
 def read_c_col_file(path: str) -> np.ndarray:
     """The numbers in a c_col file: a ``.npy`` 1-D array, or text (numbers separated by commas or
     whitespace; lines starting with '#' are comments). Size, shape and dtype are checked before the
-    contents are read; the values are then checked by :func:`epscert.strategies.check_c_col`."""
+    contents are read; the values are then checked by :func:`epscert.matrix.strategies.check_c_col`."""
     try:
         info = os.stat(path)
     except OSError as err:
@@ -135,7 +136,7 @@ def read_c_col(c_col: Any) -> np.ndarray:
 
 
 def strategy_from(c_col: Any = None, strategy_matrix: Any = None, iterations: Any = None) -> Strategy | None:
-    """The :class:`~epscert.strategies.Strategy` a request describes, or None (a DP-SGD request).
+    """The :class:`~epscert.matrix.strategies.Strategy` a request describes, or None (a DP-SGD request).
 
     ``c_col`` needs ``iterations`` (n); ``strategy_matrix`` reads n from the file (``iterations``, if
     given, must match it). Both at once, or ``iterations`` alone, are refused.
@@ -163,7 +164,7 @@ def strategy_from(c_col: Any = None, strategy_matrix: Any = None, iterations: An
 
 def mechanism_settings(strategy: Strategy | None, *, sampler: Any = None, steps: Any = None,
                        cycle_length: Any = None, mechanism: Any = None) -> tuple[Any, Any]:
-    """(sampler, steps) for :class:`~epscert.params.CertifyConfig`, checked against the mechanism.
+    """(sampler, steps) for :class:`~epscert.config.CertifyConfig`, checked against the mechanism.
 
     With a strategy: the sampler is ``balls_and_bins_persistent`` (another explicit sampler is
     refused) and steps is the cycle length b (``cycle_length`` or ``steps``; required, 1 <= b <= n).
@@ -172,7 +173,7 @@ def mechanism_settings(strategy: Strategy | None, *, sampler: Any = None, steps:
     """
     mech = check_mechanism(mechanism)
     if strategy is not None and not isinstance(strategy, Strategy):
-        raise ValueError(f"strategy must be an epscert.strategies.Strategy (toeplitz_strategy or dense_strategy), "
+        raise ValueError(f"strategy must be an epscert.matrix.strategies.Strategy (toeplitz_strategy or dense_strategy), "
                          f"got strategy={show(strategy)}")
     if strategy is None:
         if mech == "bandmf":

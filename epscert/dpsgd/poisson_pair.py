@@ -12,8 +12,8 @@ import math
 
 import numpy as np
 
-from epscert.params import Direction
-from epscert.montecarlo.samplers.base import LossSampler
+from epscert.names import Direction
+from epscert.montecarlo.protocol import LossSampler
 
 
 class PoissonPairSampler(LossSampler):
@@ -22,6 +22,9 @@ class PoissonPairSampler(LossSampler):
         self.q = 1.0 / steps
         self.log_q = -math.log(steps)
         self.log_1mq = math.log1p(-self.q) if steps > 1 else -math.inf
+
+    #: The module of this sampler's JAX kernels, named, not imported (it imports this one and JAX lazily).
+    jax_kernels_module = "epscert.dpsgd.jax_kernels"
 
     def width(self) -> int:
         return self.total_steps
