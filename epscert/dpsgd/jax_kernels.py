@@ -1,31 +1,11 @@
 """DP-SGD's JAX kernels: Balls-and-Bins (naive, importance, order_stats, importance_order_stats),
 shuffle, Poisson (naive); the order-statistic kernels live in :mod:`.jax_orderstats`. The engine's
 JAX part (device, block shapes, exact grid sums) is :mod:`epscert.montecarlo.backends.jax_backend`;
-the loss samplers of this room name this module through ``jax_kernels()`` (the engine's protocol).
+the loss samplers of this room name this module in ``jax_kernels_module`` (the engine's protocol).
 
-Imported lazily (``import epscert`` never loads JAX). Every call runs inside
-``jax.enable_x64(True)``, a context manager: the process-wide default dtype of a user's
-own JAX code is left unchanged (tested).
-
-Stream (SPEC §10). The base key of one direction of one stream is the threefry key made of
-the two words :func:`epscert.rng.stream_key_words` hashes from (root seed, configuration key,
-stream index, direction index); block g of the stream (samples [g·n, (g+1)·n)) uses
-``fold_in(base, g)`` and epoch e of the block ``fold_in(block_key, e)``. The block size n is a
-function of (T, stream sample count) only, never of the device or the shard layout: a shard
-(samples [a, a + m) of the stream) runs the blocks it touches at full size and masks the
-samples outside [a, a + m), so every layout sums the same samples, and CPU and GPU draw the
-same numbers (threefry is platform independent); the numpy backend draws a different, equally
-valid stream.
-
-Precision. Losses are float64 throughout (no float32 path: no error bound for it is
-proven here, so none is offered). The device reduces each block to the same exact integer
-sums as :func:`epscert.montecarlo.exactsum.grid_sum_rows`: every Y = (1 - e^{ε-ℓ})_+ is
-rounded UP to the grid 2**-52 (q = ceil(Y·2**52), exact in float64 because the scaling is a
-power of two and q < 2**53), and q is summed in int64 as 27 + 26 bit halves, which cannot
-overflow below 2**36 values. Integer addition is exact in any order, so the host merges
-the blocks into the accumulator with no rounding at all: certificates are computed from
-sums with the same exactness as on the numpy backend (the UCB stays valid because the
-rounding only raises each Y).
+Imported lazily (``import epscert`` never loads JAX); the stream (keys, blocks, masked shards) and the
+exact grid sums of every block are the engine's (:mod:`epscert.montecarlo.backends.jax_backend`,
+whose docstring states them and their precision). Losses are float64 throughout.
 
 Balls-and-Bins kernels (SPEC §2, §4; the numpy originals are in
 :mod:`epscert.dpsgd.balls_and_bins`, constants are taken from that sampler);
@@ -54,7 +34,7 @@ from epscert.dpsgd.orderstats import lower_tail_weights, upper_tail_weights, usa
 from epscert.dpsgd.poisson_pair import PoissonPairSampler
 from epscert.dpsgd.shuffle_pair import ShufflePairSampler
 from epscert.montecarlo.accumulator import DirectionSums
-from epscert.montecarlo.backends.jax_backend import block_size, drain_sums, grid_halves, ndtri_exp
+from epscert.montecarlo.backends.jax_backend import block_size, drain_sums, loss_block_sums, ndtri_exp
 from epscert.names import Direction, Method
 
 METHODS = (Method.NAIVE, Method.IMPORTANCE)
@@ -162,27 +142,8 @@ def _loss_fn(spec: tuple, n: int):
 
 @functools.lru_cache(maxsize=64)
 def _compiled(spec: tuple, n: int):
-    """jit(base key, block index, lo, hi, ε grid) -> (hi sums, lo sums, NaN count), int64, over the
-    block's positions [lo, hi) (the rest of the block is drawn and masked out)."""
-    import jax
-    import jax.numpy as jnp
-
-    loss_fn = _loss_fn(spec, n)
-
-    def block_sums(base, b, lo, hi, eps):
-        ell = loss_fn(base, b)
-        pos = jnp.arange(n)
-        mask = (pos >= lo) & (pos < hi)
-        # (|grid|, n) values in [0, 1]; the clip only guards a last-ulp overshoot of expm1 (the true
-        # Y is <= 1, so lowering a computed value above 1 to 1 cannot lower the sum below the truth)
-        y = jnp.clip(-jnp.expm1(jnp.minimum(eps[:, None] - ell[None, :], 0.0)), 0.0, 1.0)
-        y = jnp.where(mask[None, :] & ~jnp.isnan(ell)[None, :], y, 0.0)
-        hi_y, lo_y = grid_halves(y)
-        hi_y2, lo_y2 = grid_halves(y * y)
-        nans = jnp.sum(jnp.isnan(ell) & mask)
-        return jnp.concatenate([hi_y, hi_y2]), jnp.concatenate([lo_y, lo_y2]), nans
-
-    return jax.jit(block_sums)
+    """The block reduction (:func:`~epscert.montecarlo.backends.jax_backend.loss_block_sums`) of a kernel."""
+    return loss_block_sums(_loss_fn(spec, n), n)
 
 
 def _kernel(method: str, direction: str, steps: int, n: int, consts: tuple):

@@ -30,7 +30,7 @@ from epscert.matrix import kernels as mk
 from epscert.matrix import values as mv
 from epscert.matrix.loss_tilt import draw_tuples, remove_tilt_log_values
 from epscert.montecarlo.accumulator import DirectionSums
-from epscert.montecarlo.backends.jax_backend import FETCH_EVERY, block_size, drain_sums, grid_halves
+from epscert.montecarlo.backends.jax_backend import FETCH_EVERY, block_size, drain_sums, loss_block_sums
 from epscert.rng import block_ranges
 from epscert.montecarlo.backends.jax_backend import ndtri_exp
 from epscert.matrix.pair import MatrixPairSampler
@@ -132,22 +132,7 @@ def _naive_loss_fn(pair, direction: str, n: int):
 
 @functools.lru_cache(maxsize=16)
 def _naive_compiled(pair, direction: str, n: int):
-    import jax
-    import jax.numpy as jnp
-
-    loss_fn = _naive_loss_fn(pair, direction, n)
-
-    def block_sums(base, b, lo, hi, eps):
-        ell = loss_fn(base, b)
-        pos = jnp.arange(n)
-        mask = (pos >= lo) & (pos < hi)
-        y = jnp.clip(-jnp.expm1(jnp.minimum(eps[:, None] - ell[None, :], 0.0)), 0.0, 1.0)
-        y = jnp.where(mask[None, :] & ~jnp.isnan(ell)[None, :], y, 0.0)
-        hi_y, lo_y = grid_halves(y)
-        hi_y2, lo_y2 = grid_halves(y * y)
-        return jnp.concatenate([hi_y, hi_y2]), jnp.concatenate([lo_y, lo_y2]), jnp.sum(jnp.isnan(ell) & mask)
-
-    return jax.jit(block_sums)
+    return loss_block_sums(_naive_loss_fn(pair, direction, n), n)
 
 
 def _tilt_tuples(jax, jnp, key, tables, weights, theta: int, n: int, b: int):

@@ -11,7 +11,7 @@ same accumulator and the same rows; a retried shard returns an identical accumul
 
 The shard knows no mechanism: the configuration hands it the sampler object
 (``config.mc_sampler(method)``, the protocol of :mod:`epscert.montecarlo`), and the sampler names its
-JAX kernels (``sampler.jax_kernels()``). ``config`` is read by attribute only (samples, epsilons, seed,
+JAX kernels (``sampler.jax_kernels_module``). ``config`` is read by attribute only (samples, epsilons, seed,
 direction, backend, shards, ``sampling_key``); this module imports no configuration class.
 """
 

@@ -2,7 +2,7 @@
 
 - ``numpy`` (the default): the sampler object's own ``draw`` on one CPU core, numpy streams from
   :func:`epscert.rng.block_generator`.
-- ``jax``: the sampler's JAX kernels (``sampler.jax_kernels()``, a module of its mechanism's room that
+- ``jax``: the sampler's JAX kernels (the module the sampler names in ``jax_kernels_module``, of of its mechanism's room that
   imports JAX lazily) on JAX's default device, with the engine's shared part
   :mod:`epscert.montecarlo.backends.jax_backend`; float64; its own stream from
   :func:`epscert.rng.stream_key_words`, identical on CPU and GPU.

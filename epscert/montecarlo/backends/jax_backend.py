@@ -2,7 +2,7 @@
 
 Shared by every mechanism's JAX kernels (:mod:`epscert.dpsgd.jax_kernels`,
 :mod:`epscert.dpsgd.jax_conditional`, :mod:`epscert.matrix.jax_kernels`), which a sampler object
-names through its ``jax_kernels()`` (the protocol of :mod:`epscert.montecarlo`); this module knows no
+names in its ``jax_kernels_module`` (the protocol of :mod:`epscert.montecarlo`); this module knows no
 mechanism. Imported lazily (``import epscert`` never loads JAX). Every call runs inside
 ``jax.enable_x64(True)``, a context manager: the process-wide default dtype of a user's own JAX
 code is left unchanged (tested).
@@ -129,6 +129,29 @@ def grid_halves(y):
 
     q = jnp.ceil(y * float(2**GRID_LOG2)).astype(jnp.int64)
     return jnp.sum(q >> _LO_BITS, axis=1), jnp.sum(q & ((1 << _LO_BITS) - 1), axis=1)
+
+
+def loss_block_sums(loss_fn, n: int):
+    """jit(base key, block index, lo, hi, ε grid) -> (hi sums, lo sums, NaN count), int64, over the
+    block's positions [lo, hi) of ``loss_fn(base, b)`` -> (n,) losses (the rest of the block is drawn and
+    masked out): the one device reduction of every mechanism's loss kernel."""
+    import jax
+    import jax.numpy as jnp
+
+    def block_sums(base, b, lo, hi, eps):
+        ell = loss_fn(base, b)
+        pos = jnp.arange(n)
+        mask = (pos >= lo) & (pos < hi)
+        # (|grid|, n) values in [0, 1]; the clip only guards a last-ulp overshoot of expm1 (the true
+        # Y is <= 1, so lowering a computed value above 1 to 1 cannot lower the sum below the truth)
+        y = jnp.clip(-jnp.expm1(jnp.minimum(eps[:, None] - ell[None, :], 0.0)), 0.0, 1.0)
+        y = jnp.where(mask[None, :] & ~jnp.isnan(ell)[None, :], y, 0.0)
+        hi_y, lo_y = grid_halves(y)
+        hi_y2, lo_y2 = grid_halves(y * y)
+        nans = jnp.sum(jnp.isnan(ell) & mask)
+        return jnp.concatenate([hi_y, hi_y2]), jnp.concatenate([lo_y, lo_y2]), nans
+
+    return jax.jit(block_sums)
 
 
 def ndtri_exp(y):
