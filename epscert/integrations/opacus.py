@@ -23,9 +23,19 @@ the sampler (checks and prefetch handling below):
   record is in a given step's Balls-and-Bins batch. ``.history`` keeps Opacus's format
   (σ, sample_rate, steps); the run it describes is n = Σ steps steps of T' = 1/sample_rate per epoch.
   σ and the sample rate must stay the same at every step (one certified run).
-- **The sampler.** Created by name the accountant cannot see the loader: like Opacus's own
-  accountants, which take their batches to be Poisson at that rate, it takes them to be
-  Balls-and-Bins with T' steps per epoch and fresh bins each epoch (``sampler=`` says otherwise).
+- **The sampler.** The accountant must see the batches it certifies; it never prints a Balls-and-Bins
+  ε for batches that were not Balls-and-Bins. Created by name, it reads the data loader Opacus hands
+  to ``make_private`` (or ``make_private_with_epsilon``, whose calibration asks it for ε) when Opacus
+  attaches its step hook (:func:`loader_evidence`):
+  Opacus's Poisson loader (``poisson_sampling=True``, the default: a ``DPDataLoader`` with a
+  ``UniformWithReplacementSampler``) gets Poisson accounting at q = 1/len(loader); a loader over an
+  :class:`epscert.BatchSampler` binds the accountant to it (its kind and epochs); any other loader (a
+  shuffling or sequential torch ``DataLoader``) is refused when ε is asked, with the reason (its batches
+  are neither; use an ``epscert.BatchSampler``, or name the batches with ``sampler=``). ``sampler=``
+  names the batches of an unbound accountant explicitly; it is refused where the loader contradicts it
+  (Poisson batches named otherwise). With no loader in sight (``.history`` set by hand, ``step()`` called
+  from a custom loop) the accountant takes the batches to be Balls-and-Bins with T' steps per epoch and
+  fresh bins each epoch, and says so with an :class:`UnverifiedSamplerWarning` at every answer.
   :meth:`EpscertAccountant.bind` (done by :func:`make_private`) ties it to an
   :class:`epscert.BatchSampler`: the sampler's kind and epochs are used, the sample rate is checked
   against its T (a loader over all epochs, rate 1/(T·E), is refused), and no step may use a batch
@@ -59,7 +69,7 @@ import warnings
 from typing import Any
 
 from epscert.accountant import Accountant
-from epscert.batching.indices import BatchIndexSampler
+from epscert.batching.indices import BatchIndexSampler, EpochView
 from epscert.inverse.epsilon_at_delta import analytic_epsilon_rows
 from epscert.integrations.torch import data_loader as epscert_data_loader
 from epscert.config import CertifyConfig, Method, Sampler, check_float, parse_sampler, show
@@ -73,6 +83,64 @@ _CHECK_STEPS = 1000
 
 class SamplingMismatchWarning(UserWarning):
     """Opacus's Poisson ε is printed for a run whose batches were not Poisson."""
+
+
+class UnverifiedSamplerWarning(UserWarning):
+    """An EpscertAccountant answered without seeing the loader: its ε assumes the batches it names."""
+
+
+#: Opacus's entry points whose ``data_loader`` (and ``poisson_sampling``) the accountant reads.
+OPACUS_ENTRY_POINTS = ("make_private", "make_private_with_epsilon")
+#: Frames searched above the accountant for one of them (Opacus calls the hook factory directly from
+#: make_private; its calibration reaches get_epsilon through get_noise_multiplier: a few frames).
+EVIDENCE_DEPTH = 12
+
+
+def loader_evidence(depth: int = EVIDENCE_DEPTH) -> tuple[str, Any] | None:
+    """What the batches of the Opacus call that is running are, read from its ``data_loader``.
+
+    Looks up the call stack (at most ``depth`` frames) for Opacus's ``PrivacyEngine.make_private`` or
+    ``make_private_with_epsilon`` and classifies its loader: ``("poisson", loader)`` for Opacus's Poisson
+    loader (``poisson_sampling=True``, a ``DPDataLoader`` or a ``UniformWithReplacementSampler``),
+    ``("epscert", batch_sampler)`` for a loader over an :class:`epscert.BatchSampler`, ``("other", loader)``
+    for any other loader; None when no such call is running (the caller is not Opacus).
+    """
+    import sys
+
+    frame = sys._getframe(1)
+    for _ in range(depth):
+        if frame is None:
+            return None
+        code, module = frame.f_code, frame.f_globals.get("__name__", "")
+        if code.co_name in OPACUS_ENTRY_POINTS and module.startswith("opacus."):
+            loader = frame.f_locals.get("data_loader")
+            if loader is None:
+                return None
+            return classify_loader(loader, bool(frame.f_locals.get("poisson_sampling", False)))
+        frame = frame.f_back
+    return None
+
+
+def classify_loader(loader: Any, poisson_sampling: bool = False) -> tuple[str, Any]:
+    """('poisson' | 'epscert' | 'other', what) for a torch DataLoader (see :func:`loader_evidence`)."""
+    from opacus.data_loader import DPDataLoader
+    from opacus.utils.uniform_sampler import UniformWithReplacementSampler
+
+    batch_sampler = getattr(loader, "batch_sampler", None)
+    if poisson_sampling or isinstance(loader, DPDataLoader) or isinstance(batch_sampler, UniformWithReplacementSampler):
+        return "poisson", loader
+    if isinstance(batch_sampler, EpochView):  # epscert.integrations.torch.data_loader: one epoch per iteration
+        batch_sampler = batch_sampler.sampler
+    if isinstance(batch_sampler, BatchIndexSampler):
+        return "epscert", batch_sampler
+    return "other", loader
+
+
+def describe_loader(loader: Any) -> str:
+    """'DataLoader(sampler=RandomSampler, batch_size=8)' for refusals."""
+    sampler = getattr(loader, "sampler", None)
+    return (f"{type(loader).__name__}(sampler={type(sampler).__name__}, "
+            f"batch_size={getattr(loader, 'batch_size', None)})")
 
 
 def __getattr__(name: str) -> Any:
@@ -106,22 +174,28 @@ def accountant_class() -> type:
     from opacus.accountants.accountant import IAccountant
 
     class EpscertAccountant(IAccountant):
-        """Opacus accountant certifying the steps taken with Balls-and-Bins (or a bound sampler's) batches.
+        """Opacus accountant certifying the steps taken with the batches it sees (module docstring).
 
         ``EpscertAccountant()`` (what ``PrivacyEngine(accountant="epscert")`` creates) takes σ and T
-        from the steps; ``EpscertAccountant(batch_sampler, noise_multiplier)`` is bound to an
-        :class:`epscert.BatchSampler` from the start. ``sampler`` names the batches of an unbound
-        accountant (default ``balls_and_bins``). Further keyword arguments (method, samples,
+        from the steps and the batches from Opacus's loader; ``EpscertAccountant(batch_sampler,
+        noise_multiplier)`` is bound to an :class:`epscert.BatchSampler` from the start. ``sampler`` names
+        the batches of an unbound accountant (None: read from the loader, Balls-and-Bins with a warning
+        where no loader is seen). Further keyword arguments (method, samples,
         error_prob, seed) go to :class:`epscert.Accountant`. ``last_certificate`` is the
         :class:`~epscert.inverse.best.Certificate` behind the last ε returned. See the module
         docstring for what is certified and refused.
         """
 
         def __init__(self, batch_sampler: BatchIndexSampler | None = None, noise_multiplier: float | None = None,
-                     *, sampler: str = "balls_and_bins", **accountant_kwargs):
+                     *, sampler: str | None = None, **accountant_kwargs):
             self.history: list = []  # Opacus's (noise_multiplier, sample_rate, steps) records
             self.batch_sampler: BatchIndexSampler | None = None
-            self.sampler = parse_sampler(sampler)
+            self.sampler = parse_sampler("balls_and_bins" if sampler is None else sampler)
+            # where the sampler comes from: 'explicit' (sampler=), 'bound' (bind), 'loader' (an epscert loader seen
+            # by a calibration), 'opacus_poisson' (Opacus's Poisson loader seen), 'other_loader' (a loader that
+            # is neither: refused), 'assumed' (none seen)
+            self.sampler_source = "assumed" if sampler is None else "explicit"
+            self.loader_description: str | None = None
             self.noise_multiplier = None if noise_multiplier is None else check_float(
                 "noise_multiplier", noise_multiplier, low=0.0, low_open=True)
             self.accountant_kwargs = dict(accountant_kwargs)
@@ -141,20 +215,47 @@ def accountant_class() -> type:
             """Ties the accountant to the sampler whose batches are trained (module docstring)."""
             if not isinstance(batch_sampler, BatchIndexSampler):
                 raise ValueError(f"batch_sampler must be an epscert.BatchSampler, got batch_sampler={show(batch_sampler)}")
-            old = self.batch_sampler, self.sampler
-            self.batch_sampler, self.sampler = batch_sampler, batch_sampler.sampler
+            old = self.batch_sampler, self.sampler, self.sampler_source
+            self.batch_sampler, self.sampler, self.sampler_source = batch_sampler, batch_sampler.sampler, "bound"
             try:
                 steps = self._check_history()[2]  # the steps so far must fit this sampler's run
             except ValueError:
-                self.batch_sampler, self.sampler = old
+                self.batch_sampler, self.sampler, self.sampler_source = old
                 raise
             # batches trained so far: k per step recorded (a fresh run: where the sampler stands)
             batch_sampler.released = steps * self._merged()[0] if steps else batch_sampler.resume_position()
             self._answers.clear()
 
+        def see_loader(self, evidence: tuple[str, Any] | None, bind: bool = True) -> None:
+            """Take the batches from Opacus's loader (:func:`loader_evidence`; None: nothing seen).
+
+            ``bind=False`` (Opacus's calibration asking a throw-away accountant for ε): an epscert loader's
+            sampler kind is adopted without binding, so the sampler's position is left untouched.
+            """
+            if evidence is None or self.batch_sampler is not None:
+                return
+            kind, what = evidence
+            if kind == "epscert" and not bind:
+                self.sampler, self.sampler_source = what.sampler, "loader"
+                self._answers.clear()
+            elif kind == "epscert":
+                self.bind(what)
+            elif kind == "poisson":
+                if self.sampler_source == "explicit" and self.sampler is not Sampler.POISSON:
+                    raise ValueError(f"the data loader's batches are Poisson (Opacus's DPDataLoader, "
+                                     f"poisson_sampling=True), but this accountant was created with "
+                                     f"sampler={self.sampler.value!r}: pass poisson_sampling=False with an "
+                                     f"epscert.BatchSampler loader, or sampler='poisson'")
+                self.sampler, self.sampler_source = Sampler.POISSON, "opacus_poisson"
+                self._answers.clear()
+            elif self.sampler_source != "explicit":
+                self.sampler_source, self.loader_description = "other_loader", describe_loader(what)
+                self._answers.clear()
+
         def get_optimizer_hook_fn(self, sample_rate: float):
             """The step hook Opacus attaches in ``make_private`` (``sample_rate`` = 1/len(loader))."""
             rate = check_float("sample_rate", sample_rate, low=0.0, low_open=True, high=1.0, high_open=False)
+            self.see_loader(loader_evidence())
             if self.batch_sampler is not None:
                 self._steps_per_release(rate)  # a loader over all epochs is refused here, before training
             self.hook_rate = rate
@@ -285,8 +386,22 @@ def accountant_class() -> type:
                         "epscert.integrations.opacus.make_private, or call accountant.attach(optimizer); "
                         "got len(accountant)=0")
                 return 0.0
+            if self.sampler_source == "assumed":
+                self.see_loader(loader_evidence(), bind=False)  # Opacus's calibration: get_noise_multiplier
+            if self.sampler_source == "other_loader":
+                raise ValueError(
+                    f"the data loader's batches are neither Balls-and-Bins nor Poisson, got "
+                    f"{self.loader_description} (poisson_sampling=False): epscert certifies the batches of an "
+                    "epscert.BatchSampler (epscert.integrations.torch.data_loader) or Opacus's Poisson loader "
+                    "(poisson_sampling=True); name other batches with EpscertAccountant(sampler=...)")
+            if self.sampler_source == "assumed":
+                warnings.warn(
+                    f"this epscert accountant has seen no data loader (Opacus's make_private attaches it to one); "
+                    f"the ε assumes {self.sampler.value} batches with {self._merged()[1]} steps per epoch. Bind it to "
+                    "the epscert.BatchSampler that makes the batches, or name them with sampler=...",
+                    UnverifiedSamplerWarning, stacklevel=2)
             sigma, rate, _ = self._check_history()
-            key = (sigma, rate, steps, float(delta))  # Opacus's calibration sets .history to each σ it tries
+            key = (sigma, rate, steps, float(delta), self.sampler)  # Opacus's calibration sets .history per σ
             if key not in self._answers:
                 accountant = self.epscert_accountant()
                 self._answers[key] = (accountant.get_epsilon(delta, steps_done=steps), accountant.last_certificate)
@@ -378,10 +493,11 @@ def make_private_with_epsilon(privacy_engine: Any, *, module: Any, optimizer: An
 
 
 def check_sampling(privacy_engine: Any, optimizer: Any, data_loader: Any, delta: float) -> dict:
-    """Guard against the known trap: Opacus's Poisson ε printed for a shuffling loader.
+    """Guard against the known trap: Opacus's Poisson ε printed for batches that are not Poisson.
 
-    If the engine's accountant is Opacus's own and the loader is not Opacus's Poisson loader but a
-    shuffling one (``poisson_sampling=False`` with ``shuffle=True``), warns loudly
+    If the engine's accountant is Opacus's own and the loader is over an :class:`epscert.BatchSampler`,
+    warns (:class:`SamplingMismatchWarning`): Opacus's Poisson ε is not the ε of those batches. If the
+    loader is not Opacus's Poisson loader but a shuffling one (``poisson_sampling=False`` with ``shuffle=True``), warns loudly
     (:class:`SamplingMismatchWarning`) and reports the shuffle lower bound on ε (cube bound of
     "How Private are DP-SGD Implementations?", SPEC §7, for the whole epochs completed; a valid
     lower bound for dynamic shuffling): the true ε is at least that, whatever Opacus prints.
@@ -396,7 +512,14 @@ def check_sampling(privacy_engine: Any, optimizer: Any, data_loader: Any, delta:
     out = {"opacus_epsilon": opacus_eps, "shuffle_epsilon_lower": None, "mismatch": False}
     if privacy_engine.accountant.mechanism() == MECHANISM or isinstance(data_loader, DPDataLoader):
         return out
-    if not isinstance(getattr(data_loader, "sampler", None), RandomSampler):
+    kind, what = classify_loader(data_loader)
+    if kind == "epscert":  # epscert's batches (Balls-and-Bins, shuffle, ...) under Opacus's Poisson accountant
+        out["mismatch"] = True
+        warnings.warn(
+            f"Opacus reports ε={opacus_eps:.4g} at δ={delta:g} for Poisson sampling, but the batches come from "
+            f"{what!r}: that ε does not apply to this run (it can be smaller than the right one). Use "
+            f"PrivacyEngine(accountant='epscert') or epscert.integrations.opacus.make_private for a certificate "
+            f"that matches the batches.", SamplingMismatchWarning, stacklevel=2)
         return out
     out["mismatch"] = True
     steps_per_epoch = len(data_loader)

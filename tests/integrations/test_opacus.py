@@ -102,7 +102,8 @@ def test_privacy_engine_by_name_trains_and_reports_the_accountants_epsilon():
     bs = epscert.BatchSampler(sampler="balls_and_bins", dataset_size=64, batch_size=8, epochs=E, seed=3)
     engine, model, opt, loader = engine_by_name(bs, sigma)
     acc = engine.accountant
-    assert type(acc).__name__ == "EpscertAccountant" and acc.batch_sampler is None
+    # the loader Opacus was handed is over an epscert.BatchSampler: the accountant binds itself to it
+    assert type(acc).__name__ == "EpscertAccountant" and acc.batch_sampler is bs and acc.sampler_source == "bound"
     run = epscert.Accountant(noise_multiplier=sigma, steps=T, epochs=E)
     before = [p.detach().clone() for p in model.parameters()]
     assert train(model, opt, loader, steps=5) == 5
@@ -333,3 +334,142 @@ def test_a_history_set_directly_is_answered_for_its_own_sigma():
         values.append(acc.get_epsilon(1e-5))
     assert values[0] == values[2] == epscert.Accountant(noise_multiplier=0.8, steps=10, epochs=2).get_epsilon(1e-5)
     assert values[1] < values[0]
+
+
+def opacus_default_run(accountant: str, steps: int, sigma: float = 1.0, n: int = 64, batch: int = 8, **make):
+    """Opacus's default make_private (poisson_sampling=True: DPDataLoader) over a plain DataLoader."""
+    eo.register()
+    ds, model = tiny_problem(n)
+    engine = opacus.PrivacyEngine(accountant=accountant)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    model, opt, loader = engine.make_private(module=model, optimizer=opt, data_loader=torch.utils.data.DataLoader(
+        ds, batch_size=batch), noise_multiplier=sigma, max_grad_norm=1.0, **make)
+    done = 0
+    while done < steps:
+        for x, y in loader:
+            if len(x):
+                torch.nn.functional.cross_entropy(model(x), y).backward()
+            opt.step()
+            opt.zero_grad()
+            done += 1
+            if done == steps:
+                break
+    return engine
+
+
+def test_opacus_poisson_loader_gets_poisson_accounting_never_balls_and_bins():
+    """Issue 35 item 0: Opacus's default (Poisson) loader with accountant='epscert' reported the smaller
+    Balls-and-Bins ε. The accountant reads the loader make_private hands it and answers Poisson's ε; the
+    check is against epscert's Poisson certificate and Opacus's own PRV accountant (independent)."""
+    T, sigma, delta, steps = 8, 1.0, 1e-5, 12
+    engine = opacus_default_run("epscert", steps, sigma)
+    acc = engine.accountant
+    assert acc.sampler is epscert.Sampler.POISSON and acc.sampler_source == "opacus_poisson"
+    assert acc.history == [(sigma, 1 / T, steps)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", eo.UnverifiedSamplerWarning)
+        eps = engine.get_epsilon(delta)
+    poisson = epscert.Accountant(noise_multiplier=sigma, steps=T, epochs=2, sampler="poisson")
+    assert eps == poisson.get_epsilon(delta, steps_done=steps)
+    bnb = epscert.Accountant(noise_multiplier=sigma, steps=T, epochs=2).get_epsilon(delta, steps_done=steps)
+    assert eps != bnb
+    prv = opacus.accountants.PRVAccountant()
+    prv.history = [(sigma, 1 / T, steps)]
+    # epscert's Poisson upper bound covers the rounded-up whole epochs (16 steps), so it is at least
+    # Opacus's PRV estimate for the 12 steps taken, minus PRV's own error budget
+    assert eps >= 0.99 * prv.get_epsilon(delta)
+
+
+def test_opacus_poisson_loader_with_a_contradicting_sampler_is_refused():
+    with pytest.raises(ValueError, match="Poisson"):
+        eo.register()
+        ds, model = tiny_problem()
+        engine = opacus.PrivacyEngine()
+        engine.accountant = eo.accountant_class()(sampler="balls_and_bins")
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        engine.make_private(module=model, optimizer=opt, data_loader=torch.utils.data.DataLoader(ds, batch_size=8),
+                            noise_multiplier=1.0, max_grad_norm=1.0)
+
+
+@pytest.mark.parametrize("shuffle", [True, False])
+def test_a_plain_torch_loader_is_refused_with_the_reason(shuffle):
+    """A shuffling (or sequential) loader with poisson_sampling=False: neither Balls-and-Bins nor Poisson."""
+    eo.register()
+    ds, model = tiny_problem()
+    engine = opacus.PrivacyEngine(accountant="epscert")
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    model, opt, loader = engine.make_private(module=model, optimizer=opt, data_loader=torch.utils.data.DataLoader(
+        ds, batch_size=8, shuffle=shuffle), noise_multiplier=1.0, max_grad_norm=1.0, poisson_sampling=False)
+    train(model, opt, loader, steps=3, epochs=1)
+    with pytest.raises(ValueError, match="neither Balls-and-Bins nor Poisson.*Sampler"):
+        engine.get_epsilon(1e-5)
+
+
+def test_an_explicit_sampler_is_trusted_for_a_plain_loader():
+    eo.register()
+    ds, model = tiny_problem()
+    engine = opacus.PrivacyEngine()
+    engine.accountant = eo.accountant_class()(sampler="deterministic")
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    model, opt, loader = engine.make_private(module=model, optimizer=opt, data_loader=torch.utils.data.DataLoader(
+        ds, batch_size=8, shuffle=True), noise_multiplier=1.0, max_grad_norm=1.0, poisson_sampling=False)
+    assert engine.accountant.sampler_source == "explicit"
+    assert engine.accountant.sampler is epscert.Sampler.DETERMINISTIC
+
+
+def test_no_loader_in_sight_warns_that_the_batches_are_assumed():
+    """History set by hand (no Opacus call running): the Balls-and-Bins ε comes with a warning, never silently."""
+    acc = eo.accountant_class()()
+    acc.history = [(2.0, 1 / 8, 8)]
+    with pytest.warns(eo.UnverifiedSamplerWarning, match="balls_and_bins"):
+        eps = acc.get_epsilon(1e-5)
+    assert eps == epscert.Accountant(noise_multiplier=2.0, steps=8, epochs=1).get_epsilon(1e-5)
+    named = eo.accountant_class()(sampler="balls_and_bins")
+    named.history = [(2.0, 1 / 8, 8)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", eo.UnverifiedSamplerWarning)
+        assert named.get_epsilon(1e-5) == eps
+
+
+@pytest.mark.parametrize("poisson_sampling", [True, False])
+def test_opacus_calibration_by_name_sees_the_loader(poisson_sampling):
+    """Opacus's make_private_with_epsilon asks fresh accountants for ε (get_noise_multiplier): they read
+    its poisson_sampling and loader, so the calibrated σ is the Poisson one for Poisson batches."""
+    eo.register()
+    bs = epscert.BatchSampler(sampler="balls_and_bins", dataset_size=64, batch_size=8, epochs=2, seed=0)
+    ds, model = tiny_problem()
+    loader = data_loader(ds, bs) if not poisson_sampling else torch.utils.data.DataLoader(ds, batch_size=8)
+    seen = []
+    original = eo.loader_evidence
+
+    def spy(depth=eo.EVIDENCE_DEPTH):
+        out = original(depth + 1)
+        seen.append(None if out is None else out[0])
+        return out
+
+    mp = pytest.MonkeyPatch()
+    mp.setattr(eo, "loader_evidence", spy)
+    try:
+        engine = opacus.PrivacyEngine(accountant="epscert")
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        engine.make_private_with_epsilon(module=model, optimizer=opt, data_loader=loader, target_epsilon=20.0,
+                                         target_delta=1e-3, epochs=2, max_grad_norm=1.0,
+                                         poisson_sampling=poisson_sampling, epsilon_tolerance=2.0)
+    finally:
+        mp.undo()
+    want = "poisson" if poisson_sampling else "epscert"
+    assert seen and set(seen) == {want}
+    assert engine.accountant.sampler is (epscert.Sampler.POISSON if poisson_sampling else epscert.Sampler.BALLS_AND_BINS)
+
+
+def test_opacus_own_accountant_over_epscert_batches_is_flagged():
+    """The remaining combination: Opacus's RDP accountant printing its Poisson ε for epscert's batches."""
+    ds, model = tiny_problem()
+    bs = epscert.BatchSampler(sampler="balls_and_bins", dataset_size=64, batch_size=8, epochs=1, seed=0)
+    engine = opacus.PrivacyEngine(accountant="rdp")
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    model, opt, loader = engine.make_private(module=model, optimizer=opt, data_loader=data_loader(ds, bs),
+                                             noise_multiplier=1.0, max_grad_norm=1.0, poisson_sampling=False)
+    train(model, opt, loader, steps=4, epochs=1)
+    with pytest.warns(eo.SamplingMismatchWarning, match="accountant='epscert'"):
+        assert eo.check_sampling(engine, opt, loader, 1e-5)["mismatch"]
