@@ -43,6 +43,7 @@ MAX_C_COL_FILE_BYTES = 16 * 2**20
 #: File names that make a c_col text a path, even when the file is missing (to say so, not "not a number").
 C_COL_FILE_SUFFIXES = (".npy", ".txt", ".csv")
 _SEPARATORS = re.compile(r"[,;\s]+")
+_FIELD_SEPARATORS = re.compile(r"[,;]")
 
 
 def check_mechanism(mechanism: object) -> str | None:
@@ -57,7 +58,14 @@ def check_mechanism(mechanism: object) -> str | None:
 
 
 def _numbers(text: str, where: str) -> list[float]:
-    """Numbers separated by commas, semicolons or whitespace, in ASCII (float() also reads other digits)."""
+    """Numbers separated by commas, semicolons or whitespace, in ASCII (float() also reads other digits).
+    An empty field, a comma or semicolon with no number on one side within its line ('1,,2', '1,2,'),
+    is refused rather than dropped: it reads as a missing value, not as nothing."""
+    for line in text.splitlines():
+        fields = _FIELD_SEPARATORS.split(line)
+        if len(fields) > 1 and not all(f.strip() for f in fields):
+            raise ValueError(f"c_col has an empty field (a comma or semicolon with no number on one side, as in "
+                             f"'1,,2'), got {where}")
     tokens = [t for t in _SEPARATORS.split(text.strip()) if t]
     try:
         if not text.isascii():
@@ -109,7 +117,7 @@ def read_c_col_file(path: str) -> np.ndarray:
     except UnicodeDecodeError:
         raise ValueError(f"c_col file must be ASCII text or a .npy array, path={path!r}") from None
     body = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("#"))
-    return check_c_col(_numbers(body, f"a file with other text, path={path!r}"))
+    return check_c_col(_numbers(body, f"a file with other text: path={path!r}"))
 
 
 def read_c_col(c_col: Any) -> np.ndarray:

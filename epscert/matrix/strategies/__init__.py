@@ -121,10 +121,15 @@ class Strategy:
 
 
 def check_c_col(c_col: object) -> np.ndarray:
-    """c_col as a 1-D float array: finite, non-negative, not all zero, at most MAX_BANDS entries."""
+    """c_col as a 1-D float array: finite, non-negative, not all zero, at most MAX_BANDS entries (text:
+    numbers separated by commas or semicolons, none of the fields empty)."""
     if isinstance(c_col, str):
+        fields = c_col.replace(";", ",").split(",")
+        if len(fields) > 1 and not all(v.strip() for v in fields):  # '1,,2' is a missing value, not [1, 2]
+            raise ValueError(f"c_col has an empty field (a comma or semicolon with no number on one side, as in "
+                             f"'1,,2'), got c_col={show(c_col)}")
         try:
-            c_col = [float(v) for v in c_col.replace(";", ",").split(",") if v.strip()]
+            c_col = [float(v) for v in fields if v.strip()]
         except ValueError:
             raise ValueError(f"c_col must be numbers separated by commas, got c_col={show(c_col)}") from None
     try:

@@ -10,6 +10,8 @@ matrix are built from the true participation sets, and the mixture over bins sta
 Gram. G0_jk = <m_j, m_k> for the modes m_j = C x_j (:mod:`epscert.matrix.strategies`); for the noise
 multiplier σ the accountant uses G = G0/σ². A banded C with p bands has G0_jk = 0 unless the
 cyclic distance of j and k is < p (+ the wrap of the last cycle), so G is cyclically banded.
+G0 is computed in float64 as it comes (an overflow leaves inf or NaN, an underflow zeros);
+:func:`epscert.matrix.checks.check_gram` refuses both, with the range it keeps, before G0 is used.
 
 Factor. Sampling g ~ N(0, G) as g = L z (z ~ N(0, I_b), G = L Lᵀ) never draws the n-vector y.
 A cyclic band of half-width w becomes an ordinary band of half-width <= 2w + 1 after the
@@ -90,7 +92,8 @@ def _mode_gram(strategy, b: int) -> ModeGram:
     if not 1 <= b <= n:
         raise ValueError(f"cycle_length must be in [1, iterations={n}], got cycle_length={b}")
     if strategy.kind == "toeplitz":
-        g0 = toeplitz_gram(np.asarray(strategy.c_col), n, b)
+        with np.errstate(over="ignore"):  # an overflow leaves inf: check_gram refuses it (G0 >= 0, so no NaN)
+            g0 = toeplitz_gram(np.asarray(strategy.c_col), n, b)
     else:
         flops = float(n) * b * b
         if flops > MAX_DENSE_GRAM_FLOPS:
@@ -101,9 +104,11 @@ def _mode_gram(strategy, b: int) -> ModeGram:
         if digest != strategy.sha256:  # the file changed after the Strategy was built (or differs on this worker)
             raise ValueError(f"the strategy matrix in {strategy.path!r} changed since the strategy was built: "
                              f"sha256={digest[:16]}..., expected sha256={strategy.sha256[:16]}...")
-        modes = dense_modes(matrix, b)
-        g0 = modes.T @ modes
-    g0 = 0.5 * (g0 + g0.T)
+        with np.errstate(over="ignore", invalid="ignore"):  # overflow: inf, or NaN from inf * 0; refused by
+            modes = dense_modes(matrix, b)  # epscert.matrix.checks.check_gram before anything reads G0
+            g0 = modes.T @ modes
+    with np.errstate(over="ignore", invalid="ignore"):
+        g0 = 0.5 * (g0 + g0.T)
     g0.setflags(write=False)
     return ModeGram(g0, bin_counts(n, b), _cyclic_half_width(g0))
 
@@ -153,3 +158,23 @@ def _factor(gram: ModeGram, sigma: float) -> Factor:
         w, v = np.linalg.eigh(g)
         dense = v * np.sqrt(np.clip(w, 0.0, None))
     return Factor("dense", dense, None, None, None)
+
+
+def unit_gram_diagonal(strategy, cycle_length: int) -> tuple[float, np.ndarray]:
+    """(s, diag G0(C/s)) with s the largest entry of C: the modes' squared norms of the strategy scaled
+    to a largest entry of 1, so that they neither overflow nor (unless C spans ~300 decades) underflow
+    where those of C do. G0(C) = s² G0(C/s): :func:`epscert.matrix.checks.check_gram` reads from it
+    whether a G0 out of float64's range is a matter of scale (C/s with σ/s is the same mechanism) or
+    of the mechanism itself. Not cached: it runs only on that refusal's path."""
+    from epscert.matrix.strategies.dense import dense_modes, load_dense
+    from epscert.matrix.strategies.toeplitz import toeplitz_gram
+
+    n, b = strategy.iterations, int(cycle_length)
+    if strategy.kind == "toeplitz":
+        col = np.asarray(strategy.c_col, dtype=np.float64)
+        scale = float(col.max())
+        return scale, np.diagonal(toeplitz_gram(col / scale, n, b)).copy()
+    matrix = load_dense(strategy.path)[0]
+    scale = float(matrix.max())
+    modes = dense_modes(matrix / scale, b)  # scaled first: the sums of k entries of C may overflow
+    return scale, np.einsum("ij,ij->j", modes, modes)
