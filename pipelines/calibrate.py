@@ -94,7 +94,7 @@ def beam_runner(choice):
     import apache_beam as beam  # noqa: PLC0415 (Beam only when a job runs)
     from apache_beam.io.filesystems import FileSystems  # noqa: PLC0415
 
-    from pipelines.options import make_pipeline  # noqa: PLC0415
+    from pipelines.options import make_pipeline, run_pipeline  # noqa: PLC0415
     from transforms.certify import CertifyConfigs  # noqa: PLC0415
     from transforms.sinks import WriteResults, join, read_table  # noqa: PLC0415
 
@@ -108,7 +108,7 @@ def beam_runner(choice):
             pipeline = make_pipeline(choice)
             (pipeline | "Configuration" >> beam.Create([config]) | "Certify" >> CertifyConfigs(None)
              | "Write" >> WriteResults(path))
-            pipeline.run().wait_until_finish()
+            run_pipeline(pipeline, choice).wait_until_finish()
             return read_table(path)
         finally:
             if base is None:

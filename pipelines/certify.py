@@ -43,7 +43,7 @@ from epscert.montecarlo import backends
 from epscert.results.scaling import auto_shards
 from pipelines.options import (
     ArgumentParser, RunnerChoice, UsageError, check_output_reachable, check_unknown_flags,
-    check_writable_file, choose_runner, make_pipeline, parse_floats, parse_int, report_usage_error,
+    check_writable_file, choose_runner, make_pipeline, parse_floats, parse_int, report_usage_error, run_pipeline,
 )
 from pipelines.certify_waves import run_waves
 from pipelines.strategy_flags import add_strategy_flags, strategy_args
@@ -277,7 +277,7 @@ def run(argv: Sequence[str] | None = None, *, wait: bool = True, stdout: TextIO 
         else:
             pipeline = make_pipeline(job.choice)
             build(pipeline, job, output)
-        result = pipeline.run()
+        result = run_pipeline(pipeline, job.choice)
         if not wait:
             return result
         result.wait_until_finish()
