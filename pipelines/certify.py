@@ -64,7 +64,7 @@ def _names(kind) -> str:
 
 def build_parser(prog: str = PROG) -> ArgumentParser:
     parser = ArgumentParser(
-        prog=prog,
+        prog=prog, beam=True,
         description="Certify delta(epsilon) of one DP-SGD configuration, or of a matrix mechanism (BandMF: "
                     "--c-col or --strategy-matrix), with sharded Monte Carlo sampling, next to its analytic baselines. Flags not listed here go to Beam "
                     "(e.g. --runner, --direct_num_workers=2 --direct_running_mode=multi_processing). "
@@ -185,7 +185,7 @@ def prepare(argv: Sequence[str] | None = None, prog: str = PROG) -> CertifyJob:
     try:
         config = config_from_args(args, workers.workers)
     except ValueError as err:
-        raise UsageError(str(err)) from None
+        raise parser.explain(err) from None
     width, budget = None, None
     if args.target_rel_width is not None:
         try:

@@ -194,7 +194,7 @@ def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
         bounds: dict[str, str] = {}
         context = {} if args.no_context else context_epsilons(config, delta, bounds)
     except (UsageError, ValueError) as err:
-        return report_usage_error(prog, err if isinstance(err, UsageError) else UsageError(str(err)))
+        return report_usage_error(prog, err if isinstance(err, UsageError) else parser.explain(err))
     if args.format == "json":
         out = {"sampler": config.sampler.value, "noise_multiplier": config.sigma, "steps": config.steps,
                "epochs": config.epochs, "dataset_size": None if args.dataset_size is None else int(args.dataset_size),

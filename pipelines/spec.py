@@ -56,6 +56,7 @@ Files are parsed with ``yaml.safe_load`` or ``json.loads`` only.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import itertools
 import json
 import os
@@ -72,6 +73,7 @@ from epscert.results.baselines import baseline_tasks
 from epscert.results.cost import check_pld_memory
 from epscert.config import DEFAULT_ERROR_PROB, DEFAULT_SAMPLES, CertifyConfig, Method, show, steps_per_epoch
 from pipelines.certify import with_shards
+from pipelines.flags import SYNONYMS
 from pipelines.options import UsageError
 from transforms.sinks import is_local
 
@@ -181,11 +183,25 @@ def _grid(key: str, value: Any) -> list:
     return values
 
 
+def _key_hint(key: Any, allowed: tuple[str, ...]) -> str:
+    """'; did you mean sigma?' for a key meant as an allowed one: by meaning first (the flags' synonyms,
+    ``noise_multiplier`` -> ``sigma``), then by spelling; '' when nothing is close."""
+    if not isinstance(key, str):
+        return ""
+    name = key.strip().lower().replace("-", "_")
+    meant = SYNONYMS.get("--" + name.replace("_", "-"), "")[2:].replace("-", "_")
+    if meant not in allowed:
+        close = difflib.get_close_matches(name, list(allowed), n=1, cutoff=0.75)
+        meant = close[0] if close else ""
+    return f" (did you mean {meant}?)" if meant else ""
+
+
 def _check_keys(spec: Mapping) -> None:
     allowed = GRID_KEYS + SINGLE_KEYS
     for key in spec:
         if key not in allowed:
-            raise SpecError(f"sweep spec: unknown key {_show(key)}; allowed keys: {', '.join(allowed)}")
+            raise SpecError(f"sweep spec: unknown key {_show(key)}{_key_hint(key, allowed)}; allowed keys: "
+                            f"{', '.join(allowed)}")
     for key in REQUIRED_KEYS:
         if key not in spec:
             raise SpecError(f"sweep spec: missing required key {_show(key)}")

@@ -58,7 +58,7 @@ DATE_PLACEHOLDER = "{date}"
 
 def build_parser(prog: str = PROG) -> ArgumentParser:
     parser = ArgumentParser(
-        prog=prog,
+        prog=prog, beam=True,
         description="Run a sweep spec (YAML or JSON grids) into DIR/results.parquet, resumably: "
                     "re-running computes only configurations without a complete part in DIR/parts. "
                     "Flags not listed here go to Beam (e.g. --runner).",

@@ -233,7 +233,8 @@ class Certificate:
         if self.steps_done is not None:
             at += f", after {self.steps_done} steps"
         if not self.finite:
-            return (f"{name}({at}) for {self.sampler}: no finite certificate. " + " ".join(self.notes)).strip()
+            sentences = [n if n.endswith(".") else n + "." for n in self.notes]  # one sentence per note
+            return (f"{name}({at}) for {self.sampler}: no finite certificate. " + " ".join(sentences)).strip()
         beta = f", β={self.error_prob:g}" if self.error_prob is not None else ""
         return (f"{name}({at}) <= {self.value:.6g} for {self.sampler} "
                 f"(method {self.method}, {self.guarantee}, bound {self.bound}{beta})")
