@@ -28,8 +28,9 @@ orders (one computation for ``backend: [auto, numpy]``).
 
 Steps rule: give ``steps`` (T, steps per epoch), or both ``dataset_size`` n and ``batch_size`` b,
 and then T = n // b: the number of full batches in one epoch (a last, partial batch is dropped,
-as with ``drop_last=True``); b > n is refused. Pairs (n, b) giving the same T give the same
-configuration, which is computed once. ``max_batch_size`` B (with ``dataset_size`` n) asks for
+as with ``drop_last=True``); b > n is refused. n and b stay in the configuration and on its rows
+(``dataset_size``, ``batch_size`` columns): pairs (n, b) giving the same T are separate configurations
+with the same samples, hence the same numbers. ``max_batch_size`` B (with ``dataset_size`` n) asks for
 truncated batches (SPEC §9): n and B then go into the configuration, and T comes from ``steps``
 or from ``batch_size`` as above.
 
@@ -302,10 +303,8 @@ def expand(spec: Mapping, workers: int = 1) -> list[CertifyConfig]:
 
 def _config(point: Mapping, single: Mapping, workers: int = 1) -> CertifyConfig:
     kwargs = dict(point)
-    if "batch_size" in kwargs:
-        kwargs["steps"] = _steps(kwargs["dataset_size"], kwargs.pop("batch_size"))
-    if "max_batch_size" not in kwargs:
-        kwargs.pop("dataset_size", None)  # only there to derive steps
+    if "batch_size" in kwargs:  # steps from n and b; both stay in the configuration, so the rows say them
+        kwargs["steps"] = _steps(kwargs["dataset_size"], kwargs["batch_size"])
     strategy = strategy_from(kwargs.pop("c_col", None), kwargs.pop("strategy_matrix", None),
                              kwargs.pop("iterations", None))
     kwargs["sampler"], kwargs["steps"] = mechanism_settings(
