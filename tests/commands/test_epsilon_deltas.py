@@ -62,3 +62,19 @@ def test_a_bad_delta_among_several_is_named(capsys):
     assert cli.main(["epsilon", *MC_RUN, "--delta", "1e-2", "--delta", "2"]) == 2
     err = capsys.readouterr().err
     assert "delta" in err and "2" in err and len(err.strip().splitlines()) == 1
+
+
+def test_accountant_reuses_the_passes_of_an_earlier_delta(monkeypatch):
+    from epscert import Accountant
+
+    def make():
+        return Accountant(noise_multiplier=0.5, steps=20, epochs=4, sampler="balls_and_bins_persistent",
+                          samples=20_000, seed=3)
+
+    fresh = [make().get_epsilon(d) for d in DELTAS]
+    calls = []
+    real = epsilon_at_delta.certify_config
+    monkeypatch.setattr(epsilon_at_delta, "certify_config", lambda c, p=None: calls.append(c.config_id) or real(c, p))
+    acc = make()
+    assert [acc.get_epsilon(d) for d in DELTAS] == fresh
+    assert len(calls) == 3  # the second δ draws only its own certifying pass
