@@ -115,6 +115,9 @@ class Accountant:
         self.last_table: pa.Table | None = None
         self.last_certificate: Certificate | None = None
         self._certificates: dict[tuple, Certificate] = {}
+        #: Monte Carlo passes already drawn for this run (epsilon_at_delta.sampled): ε at a second δ reuses the
+        #: passes it shares with the first (the coarse search), each answer the one a fresh accountant gives
+        self._passes: dict = {}
         # the prefix bracket answers mid-epoch questions for method auto and bracket_upper (pld_upper)
         self._prefix = self.auto or self.method is Method.BRACKET_UPPER
 
@@ -197,7 +200,7 @@ class Accountant:
         key = (config.epochs, config.strategy, delta, epsilon)  # a truncated strategy has its own
         if key not in self._certificates:
             if self.auto:
-                cert = best_certificate(config, delta=delta, epsilon=epsilon, progress=progress)
+                cert = best_certificate(config, delta=delta, epsilon=epsilon, progress=progress, passes=self._passes)
             else:
                 cert = self._method_certificate(config, delta, epsilon, progress)
             self._certificates[key] = cert
@@ -211,7 +214,7 @@ class Accountant:
         method = self.method
         if delta is not None:
             if method.is_monte_carlo:
-                rows = mc_epsilon_rows(config, method, [delta], progress=progress)
+                rows = mc_epsilon_rows(config, method, [delta], progress=progress, passes=self._passes)
             else:
                 rows = analytic_epsilon_rows(config, method, [delta])
             value = rows[0]["epsilon_upper"]

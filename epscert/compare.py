@@ -115,9 +115,11 @@ def mean_in_bracket(rows: list[dict], direction: str, epsilon: float) -> str:
     An independent check, not a certificate: with a correct bracket and estimator a mean more than 4 SE
     away has probability about 6e-5 per ε (a 4σ normal deviation), and a mean just outside the bracket
     within a few SE is the ordinary scatter of an estimate. The standard error used is the larger of the
-    sample one and sqrt(upper·s/m): a mean of m values in [0, s] with mean μ <= upper has variance
-    <= μ·s/m, so a run that saw no sample past the threshold (mean 0, sample SE 0) is not called a
-    contradiction when the bracket says hits were unlikely.
+    row's ``std_error`` (the sample one, s·sd/√m, :mod:`epscert.results.rows`) and sqrt(upper·s/m): a mean
+    of m values in [0, s] with mean μ <= upper has variance <= μ·s/m, so a run that saw no sample past the
+    threshold (mean 0, sample SE 0) is not called a contradiction when the bracket says hits were unlikely.
+    The text says which one it used (``SE = the row's std_error`` or ``SE = √(upper·s/m)``, then also the
+    gap in the row's std_error), so that it can be checked against ``certify``'s ``std_error`` column.
     """
     pick = lambda method: next((r for r in rows if r["quantity"] == "delta_at_epsilon"  # noqa: E731
                                 and r["sampler"] == "balls_and_bins" and r["direction"] == direction
@@ -130,15 +132,22 @@ def mean_in_bracket(rows: list[dict], direction: str, epsilon: float) -> str:
     lo, up, mean = lower["delta_lower"], upper["delta_upper"], mc["delta"]
     if lo <= mean <= up:
         return "inside"
-    se = mc["std_error"] or 0.0
-    if mc.get("samples") and mc.get("scale"):
-        se = max(se, math.sqrt(up * mc["scale"] / mc["samples"]))
+    sample_se = mc["std_error"] or 0.0
+    bound_se = math.sqrt(up * mc["scale"] / mc["samples"]) if mc.get("samples") and mc.get("scale") else 0.0
     gap, side = (lo - mean, "below") if mean < lo else (mean - up, "above")
-    k = gap / se if se > 0 else math.inf
-    shown = f"{math.ceil(k * 10) / 10:g}" if math.isfinite(k) else "inf"
+    if bound_se > sample_se:  # the text names the SE used, and gives the gap in the row's std_error too
+        k, which = gap / bound_se, f"SE = √(upper·s/m); {_in_se(gap, sample_se)} in the row's std_error"
+    else:
+        k, which = (gap / sample_se if sample_se > 0 else math.inf), "SE = the row's std_error"
     if k <= BRACKET_CHECK_SE:
-        return f"within {shown} SE {side}"
-    return f"OUTSIDE ({shown} SE {side})"
+        return f"within {_in_se(gap, gap / k if k > 0 else 1.0)} SE {side} ({which})"
+    return f"OUTSIDE ({_in_se(gap, gap / k if math.isfinite(k) else 0.0)} SE {side}; {which})"
+
+
+def _in_se(gap: float, se: float) -> str:
+    """gap / se rounded up to one decimal (never shown smaller than it is), 'inf' for se = 0."""
+    k = gap / se if se > 0 else math.inf
+    return f"{math.ceil(k * 10) / 10:g}" if math.isfinite(k) else "inf"
 
 
 def mean_resolved(row: dict) -> bool:

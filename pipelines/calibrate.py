@@ -35,7 +35,7 @@ PROG = "epscert calibrate"
 
 
 def build_parser(prog: str = PROG) -> ArgumentParser:
-    parser = ArgumentParser(prog=prog, description="Smallest noise multiplier sigma whose certified "
+    parser = ArgumentParser(prog=prog, beam=True, description="Smallest noise multiplier sigma whose certified "
                             "epsilon(delta) <= the target, certified by a fresh-seed run. Flags not listed "
                             "here go to Beam (e.g. --runner).")
     add = parser.add_argument
@@ -94,7 +94,7 @@ def beam_runner(choice):
     import apache_beam as beam  # noqa: PLC0415 (Beam only when a job runs)
     from apache_beam.io.filesystems import FileSystems  # noqa: PLC0415
 
-    from pipelines.options import make_pipeline  # noqa: PLC0415
+    from pipelines.options import make_pipeline, run_pipeline  # noqa: PLC0415
     from transforms.certify import CertifyConfigs  # noqa: PLC0415
     from transforms.sinks import WriteResults, join, read_table  # noqa: PLC0415
 
@@ -108,7 +108,7 @@ def beam_runner(choice):
             pipeline = make_pipeline(choice)
             (pipeline | "Configuration" >> beam.Create([config]) | "Certify" >> CertifyConfigs(None)
              | "Write" >> WriteResults(path))
-            pipeline.run().wait_until_finish()
+            run_pipeline(pipeline, choice).wait_until_finish()
             return read_table(path)
         finally:
             if base is None:
@@ -162,7 +162,7 @@ def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
         result = calibrate_sigma(config, eps_t, delta_t, search_samples=search, certify_seed=certify_seed,
                                  run=run, progress=None if args.no_progress else print_to_stderr)
     except (UsageError, ValueError) as err:
-        return report_usage_error(prog, err if isinstance(err, UsageError) else UsageError(str(err)))
+        return report_usage_error(prog, err if isinstance(err, UsageError) else parser.explain(err))
     rows = result.certificate.to_pylist()
     summary = {
         "target_epsilon": eps_t, "target_delta": delta_t, "sampler": config.sampler.value, "steps": config.steps,

@@ -43,7 +43,7 @@ from epscert.montecarlo import backends
 from epscert.results.scaling import auto_shards
 from pipelines.options import (
     ArgumentParser, RunnerChoice, UsageError, check_output_reachable, check_unknown_flags,
-    check_writable_file, choose_runner, make_pipeline, parse_floats, parse_int, report_usage_error,
+    check_writable_file, choose_runner, make_pipeline, parse_floats, parse_int, report_usage_error, run_pipeline,
 )
 from pipelines.certify_waves import run_waves
 from pipelines.strategy_flags import add_strategy_flags, strategy_args
@@ -64,7 +64,7 @@ def _names(kind) -> str:
 
 def build_parser(prog: str = PROG) -> ArgumentParser:
     parser = ArgumentParser(
-        prog=prog,
+        prog=prog, beam=True,
         description="Certify delta(epsilon) of one DP-SGD configuration, or of a matrix mechanism (BandMF: "
                     "--c-col or --strategy-matrix), with sharded Monte Carlo sampling, next to its analytic baselines. Flags not listed here go to Beam "
                     "(e.g. --runner, --direct_num_workers=2 --direct_running_mode=multi_processing). "
@@ -185,7 +185,7 @@ def prepare(argv: Sequence[str] | None = None, prog: str = PROG) -> CertifyJob:
     try:
         config = config_from_args(args, workers.workers)
     except ValueError as err:
-        raise UsageError(str(err)) from None
+        raise parser.explain(err) from None
     width, budget = None, None
     if args.target_rel_width is not None:
         try:
@@ -277,7 +277,7 @@ def run(argv: Sequence[str] | None = None, *, wait: bool = True, stdout: TextIO 
         else:
             pipeline = make_pipeline(job.choice)
             build(pipeline, job, output)
-        result = pipeline.run()
+        result = run_pipeline(pipeline, job.choice)
         if not wait:
             return result
         result.wait_until_finish()

@@ -28,6 +28,7 @@ from apache_beam.io.filesystems import FileSystems
 from epscert.montecarlo import accumulator as acc_mod
 from epscert.montecarlo.shard import ShardTask
 from epscert.results.waves import waves_rows
+from pipelines.options import run_pipeline
 from transforms.certify import CertifyConfigs
 from transforms.progress import ProgressReporter
 from transforms.shards import MergeAccumulatorsFn, RunShardFn, analytic_methods, compute_analytic
@@ -74,7 +75,7 @@ def wave_runner(job, make_pipeline: Callable[[], beam.Pipeline], workdir: str, m
             | "MergeShards" >> beam.CombinePerKey(MergeAccumulatorsFn())
             | "WriteAccumulator" >> beam.Map(write_accumulator, path)
         )
-        pipeline.run().wait_until_finish()
+        run_pipeline(pipeline, job.choice).wait_until_finish()
         return read_accumulator(path)
 
     return run_wave

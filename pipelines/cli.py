@@ -26,6 +26,28 @@ COMMANDS = {
 }
 
 
+#: Commands whose parsers live in the core (plain argparse, no pipelines import): their flags are checked here
+#: first, with the hints every other command gives (:class:`pipelines.args.ArgumentParser`).
+CORE_PARSERS = {
+    "fft": "epscert.fft.report:fft_parser",
+    "hidden-state": "epscert.analytic.hidden_state:hidden_state_parser",
+}
+
+
+def check_core_flags(command: str, argv: Sequence[str]) -> None:
+    """UsageError naming the first flag that ``command``'s core parser does not define, with a hint."""
+    if command not in CORE_PARSERS:
+        return
+    from pipelines.args import ArgumentParser  # noqa: PLC0415
+
+    module, function = CORE_PARSERS[command].split(":")
+    core = getattr(importlib.import_module(module), function)()
+    checker = ArgumentParser(prog=f"epscert {command}", add_help=False)
+    for flag in (s for action in core._actions for s in action.option_strings):  # noqa: SLF001 (argparse's list)
+        checker.add_argument(flag, nargs="?")
+    checker.refuse_unknown(argv)
+
+
 def resolve(command: str):
     """The function behind ``command``."""
     module, function = COMMANDS[command][0].split(":")
@@ -56,6 +78,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"epscert: error: unknown command {command!r}; choose one of {', '.join(COMMANDS)} "
               "(see epscert --help)", file=sys.stderr)
         return 2
+    from pipelines.args import UsageError, report_usage_error  # noqa: PLC0415
+
+    try:
+        check_core_flags(command, rest)
+    except UsageError as err:
+        return report_usage_error(f"epscert {command}", err)
     return resolve(command)(rest)
 
 

@@ -81,7 +81,7 @@ def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
         rows = compare_rows(config, deltas, fft=not args.no_fft,
                             progress=None if args.no_progress else print_to_stderr)
     except (UsageError, ValueError) as err:
-        return report_usage_error(prog, err if isinstance(err, UsageError) else UsageError(str(err)))
+        return report_usage_error(prog, err if isinstance(err, UsageError) else parser.explain(err))
     if args.format == "json":
         print_json(rows, sys.stdout)
         if args.output is not None:

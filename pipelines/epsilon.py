@@ -26,7 +26,7 @@ import math
 import sys
 from typing import Sequence
 
-from epscert.inverse.best import best_certificate
+from epscert.inverse.best import best_certificates
 from epscert.inverse.epsilon_at_delta import analytic_epsilon_rows, check_deltas
 from epscert.compare import bracket_config
 from epscert.config import DEFAULT_PLD_DISCRETIZATION, CertifyConfig, Direction, Method, Sampler, steps_per_epoch
@@ -58,7 +58,9 @@ def build_parser(prog: str = PROG) -> ArgumentParser:
     add = parser.add_argument
     add("--noise-multiplier", "--noise_multiplier", "--sigma", dest="sigma", required=True,
         help="noise multiplier sigma > 0")
-    add("--delta", required=True, help="target delta in (0, 1)")
+    add("--delta", "--deltas", required=True, action="append",
+        help="target delta in (0, 1); several as a comma list or repeated (--delta 1e-6 --delta 1e-8): one "
+             "answer each, with the Monte Carlo passes they share drawn once")
     add("--dataset-size", "--dataset_size", default=None, help="dataset size n (with --batch-size)")
     add("--batch-size", "--batch_size", default=None, help="batch size b: steps per epoch = n // b")
     add("--steps", default=None, help="steps T per epoch (instead of --dataset-size and --batch-size)")
@@ -175,11 +177,17 @@ def _json(value):
     return str(value) if isinstance(value, float) and not math.isfinite(value) else value
 
 
+def deltas_from_args(values: Sequence[str]) -> tuple[float, ...]:
+    """Every δ of ``--delta`` (repeated, or comma lists), checked, in the order given, each once."""
+    deltas = [d for text in values for d in parse_floats("delta", text)]
+    return tuple(dict.fromkeys(check_deltas(deltas)))
+
+
 def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
     parser = build_parser(prog)
     try:
         args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
-        delta = check_deltas(parse_floats("delta", args.delta))[0]
+        deltas = deltas_from_args(args.delta)
         strategy, sampler, steps = request(args)
         config = CertifyConfig(
             sampler=sampler, sigma=args.sigma, steps=steps, strategy=strategy,
@@ -187,14 +195,22 @@ def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
             samples=parse_int("samples", args.samples, 1), error_prob=args.error_prob,
             seed=parse_int("seed", args.seed), direction=args.direction,
         )
-        cert = best_certificate(config, delta=delta, progress=None if args.no_progress else print_to_stderr)
+        certs = best_certificates(config, deltas, progress=None if args.no_progress else print_to_stderr)
         if strategy is not None:
-            context = {} if args.no_context else matrix_context(cert)
-            return print_matrix(config, cert, context, args.format)
-        bounds: dict[str, str] = {}
-        context = {} if args.no_context else context_epsilons(config, delta, bounds)
+            return max(print_matrix(config, cert, {} if args.no_context else matrix_context(cert), args.format)
+                       for cert in certs)
+        answers = []
+        for delta, cert in zip(deltas, certs):
+            bounds: dict[str, str] = {}
+            context = {} if args.no_context else context_epsilons(config, delta, bounds)
+            answers.append((delta, cert, context, bounds))
     except (UsageError, ValueError) as err:
-        return report_usage_error(prog, err if isinstance(err, UsageError) else UsageError(str(err)))
+        return report_usage_error(prog, err if isinstance(err, UsageError) else parser.explain(err))
+    return max(print_answer(args, config, *answer) for answer in answers)
+
+
+def print_answer(args, config: CertifyConfig, delta: float, cert, context: dict, bounds: dict) -> int:
+    """The answer at one δ (a table block or one JSON line); 0 when certified, else 1."""
     if args.format == "json":
         out = {"sampler": config.sampler.value, "noise_multiplier": config.sigma, "steps": config.steps,
                "epochs": config.epochs, "dataset_size": None if args.dataset_size is None else int(args.dataset_size),

@@ -20,8 +20,6 @@ import difflib
 import functools
 from typing import Sequence
 
-from apache_beam.options.pipeline_options import PipelineOptions
-
 #: Foreign or common names -> the epscert flag with the same meaning (when the command has it).
 SYNONYMS = {
     "--noise-multiplier": "--sigma", "--noise": "--sigma", "--noise-scale": "--sigma", "--std": "--sigma",
@@ -86,7 +84,11 @@ def canonical(flag: str) -> str:
 
 @functools.lru_cache(maxsize=1)
 def beam_parser() -> argparse.ArgumentParser:
-    """The parser Beam builds from all its PipelineOptions subclasses (its real flag set)."""
+    """The parser Beam builds from all its PipelineOptions subclasses (its real flag set).
+
+    Beam is imported here, on first use, so that the hints above serve the commands that never load it."""
+    from apache_beam.options.pipeline_options import PipelineOptions  # noqa: PLC0415
+
     captured: list[argparse.ArgumentParser] = []
     PipelineOptions([]).get_all_options(add_extra_args_fn=captured.append)
     parser = captured[0]

@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import importlib
 import os
+import socket
 import sys
 import tempfile
 from dataclasses import dataclass
 from typing import Sequence
 
 import apache_beam as beam
-from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, StandardOptions
+from apache_beam.io.filesystems import FileSystems
+from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, PortableOptions, StandardOptions
 from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 
 from pipelines.args import (  # noqa: F401 (re-exported: the Beam-free part of what every job shares)
@@ -84,14 +86,90 @@ def check_dataflow_installed(named: str) -> None:
                          "pip install 'epscert[gcp]'") from None
 
 
-def make_pipeline(choice: RunnerChoice) -> beam.Pipeline:
-    """The pipeline for ``choice``; the Dataflow runner's client libraries are checked here (after every
-    other input check, before anything is built or submitted)."""
+#: Seconds a job endpoint has to accept a TCP connection before the job is refused (Beam itself waits
+#: minutes, silently, then raises a bare grpc.FutureTimeoutError).
+ENDPOINT_CONNECT_SECONDS = 3.0
+#: Where the recipes for job servers and cluster runners are (named in the refusals below).
+DEPLOY_RECIPES = ("deploy/flink/README.md (FlinkRunner, or run_job_server.sh for a Flink job server) and "
+                  "deploy/spark/README.md (SparkRunner, run_job_server.sh)")
+
+
+def split_endpoint(endpoint: str) -> tuple[str, int]:
+    """``host:port`` (``[v6]:port`` too) -> (host, port); UsageError naming ``job_endpoint`` otherwise."""
+    host, sep, port = endpoint.strip().rpartition(":")
+    host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise UsageError(f"job_endpoint must be host:port, got job_endpoint={endpoint!r}")
+    return host, int(port)
+
+
+def check_job_endpoint(choice: RunnerChoice, seconds: float = ENDPOINT_CONNECT_SECONDS) -> None:
+    """Refuse a ``--job_endpoint`` where nothing accepts a TCP connection within ``seconds``.
+
+    One connection to exactly the host and port given (nothing else is probed), closed at once. Beam
+    would wait for the job service for minutes without a word, then fail with a bare timeout.
+    """
+    endpoint = choice.options.view_as(PortableOptions).job_endpoint
+    if not endpoint or endpoint == "embed":  # 'embed': Beam runs a job service in this process
+        return
+    host, port = split_endpoint(endpoint)
+    try:
+        with socket.create_connection((host, port), timeout=seconds):
+            pass
+    except OSError as err:
+        reason = "timed out" if isinstance(err, socket.timeout) else (err.strerror or str(err))
+        raise UsageError(f"no job service answers at job_endpoint={endpoint!r} ({reason} after trying for up to "
+                         f"{seconds:g} s); start the job server first (see {DEPLOY_RECIPES}), or drop "
+                         "--runner for the in-process runner") from None
+
+
+def check_runner_ready(choice: RunnerChoice) -> None:
+    """What can be known about the runner before a job is built: Dataflow's client libraries installed
+    (:func:`check_dataflow_installed`), a portable runner's job service listening (:func:`check_job_endpoint`)."""
     if "dataflow" in choice.name.lower():
         check_dataflow_installed(choice.name)
+    check_job_endpoint(choice)
+
+
+def check_filesystem(name: str, path: str, choice: RunnerChoice) -> None:
+    """Refuse (one line) a remote ``path`` whose Beam filesystem is not installed here (gs:// without the
+    ``gcp`` extra), before this machine reads or writes it; on Dataflow, with Dataflow's own line."""
+    if is_local(path):
+        return
+    if "dataflow" in choice.name.lower():
+        check_dataflow_installed(choice.name)
+    try:
+        FileSystems.get_filesystem(path)
+    except ValueError:
+        extra = " (for gs:// paths: pip install 'epscert[gcp]')" if path.startswith("gs://") else ""
+        raise UsageError(f"{name} is on a filesystem Beam cannot open here, got {name}={path!r}: install the "
+                         f"Beam extra for its scheme{extra}") from None
+
+
+def make_pipeline(choice: RunnerChoice) -> beam.Pipeline:
+    """The pipeline for ``choice``; the runner is checked here (:func:`check_runner_ready`: after every other
+    input check, before anything is built or submitted)."""
+    check_runner_ready(choice)
     if choice.runner is not None:
         return beam.Pipeline(runner=choice.runner, options=choice.options)
     return beam.Pipeline(options=choice.options)
+
+
+#: Opening of Beam's error when a Flink or Spark job server jar cannot be downloaded (no network).
+JAR_FETCH_ERROR = "Unable to fetch remote job server jar"
+
+
+def run_pipeline(pipeline: beam.Pipeline, choice: RunnerChoice):
+    """``pipeline.run()``, with Beam's failure to download a job-server jar (FlinkRunner or SparkRunner
+    without network) turned into one line (UsageError) that points to the deploy recipes."""
+    try:
+        return pipeline.run()
+    except RuntimeError as err:
+        if JAR_FETCH_ERROR not in str(err):
+            raise
+        raise UsageError(f"runner={choice.name!r} could not download its job server jar (no network?): give a "
+                         "local copy with --flink_job_server_jar or --spark_job_server_jar, or point "
+                         f"--job_endpoint at a running job server; see {DEPLOY_RECIPES} ({str(err).rsplit('. ', 1)[-1]})") from None
 
 
 def check_output_reachable(name: str, path: str, choice: RunnerChoice) -> None:

@@ -22,6 +22,10 @@ What is drawn is what the file holds, and what is not is said so in the legend:
   curve here) is read off the file's ε grid
   (the smallest grid ε whose UCB is <= δ: an upper bound at the grid's resolution; at the grid's first
   point only "≤", marked), and the legend says "read off the ε grid". Bracket sides are joined by a band.
+  The colour is the run (T, E), the line style the sampler (:data:`SAMPLER_STYLES`: Balls-and-Bins solid,
+  Poisson dashed, ...), a lower side has open markers; the legend stands beside the axes, off the curves.
+
+Marks below the δ axis of several configurations at one ε stand side by side on the bottom edge.
 """
 
 from __future__ import annotations
@@ -47,10 +51,18 @@ MAX_DECADES = 16
 #: Kept for callers of the previous module: the bottom is at most this many decades below the smallest
 #: certified value when the values span less than MAX_DECADES.
 FLOOR_DECADES = 3
-#: 20 distinguishable colours (tab10, then Dark2 and two of Set1), then the markers change.
+#: 20 distinguishable colours, then the markers change: tab10, then ten picked greedily (each the farthest, in
+#: CIELAB, from those before it; mid lightness, saturated), so no two are closer than tab10's own closest pair
+#: (ΔE ≈ 28; the previous Dark2 orange was ΔE 14 from tab10's orange).
 COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
-           "#17becf", "#1b9e77", "#d95f02", "#7570b3", "#e7298a", "#66a61e", "#e6ab02", "#a6761d", "#666666",
-           "#377eb8", "#4daf4a")
+           "#17becf", "#0000ff", "#ff00ff", "#3c4d03", "#0165fc", "#ffb07c", "#ff0789", "#8fb67b", "#0add08",
+           "#750851", "#9932cc")
+#: ``--kind sigma``: the line style of each sampler (the colour is the run's T and E; the two sides of a
+#: bracket share both, with the band between them).
+SAMPLER_STYLES = {"balls_and_bins": "-", "poisson": "--", "deterministic": ":", "shuffle": "-.",
+                  "shuffle_persistent": (0, (5, 2, 1, 2, 1, 2)), "balls_and_bins_persistent": (0, (1, 1))}
+#: Points between the "below the axis" marks of different configurations at one ε (side by side, not stacked).
+BELOW_SPACING_POINTS = 7.0
 MARKERS = ("o", "s", "^", "D", "P", "X", "*", "h", "<", ">")
 #: Monte Carlo means further than this many standard errors outside the bracket are a contradiction.
 OUTSIDE_SE = 4.0
@@ -176,6 +188,22 @@ class _Figure:
             self.points.append((list(xs), list(ys), colour))
             self.kinds.setdefault("floor", "")
 
+    def below_marks(self, below, bottom):
+        """One mark on the bottom edge per configuration (colour) and ε below the axis; the marks of several
+        configurations at one ε stand side by side (offset in points: the data x stays the ε), not on one spot."""
+        from matplotlib.transforms import offset_copy  # noqa: PLC0415
+
+        at: dict[float, list[str]] = defaultdict(list)
+        for x, colour in below:
+            if colour not in at[x]:
+                at[x].append(colour)
+        for x, colours in at.items():
+            for k, colour in enumerate(colours):
+                shift = (k - (len(colours) - 1) / 2) * BELOW_SPACING_POINTS
+                where = offset_copy(self.ax.transData, fig=self.fig, x=shift, y=0.0, units="points")
+                self.ax.plot([x], [bottom], linestyle="none", marker="v", markersize=7, color=colour, clip_on=False,
+                             transform=where)
+
     def finish(self, log: bool = True, legend_lines: bool = False):
         ax = self.ax
         if log:
@@ -186,16 +214,17 @@ class _Figure:
                 bottom = limits[0]
                 below = [(x, colour) for xs, ys, colour in self.points for x, y in zip(xs, ys)
                          if y == y and 0 < y < bottom]
-                for x, colour in below:
-                    ax.plot([x], [bottom], linestyle="none", marker="v", markersize=7, color=colour, clip_on=False)
+                self.below_marks(below, bottom)
                 if below:
                     self.kinds["below"] = f" (δ < {bottom:.1e})"
         ax.grid(True, which="both", alpha=0.3)
         from matplotlib.lines import Line2D  # noqa: PLC0415
         from matplotlib.patches import Patch  # noqa: PLC0415
 
-        if legend_lines:  # few curves, each labelled with how its values were obtained
-            ax.legend(fontsize=6.5, loc="best")
+        if legend_lines:  # few curves, each labelled with how its values were obtained: beside the axes, never on them
+            legend = ax.legend(fontsize=6.5, loc="upper left", bbox_to_anchor=(1.01, 1.0), title="curve",
+                               title_fontsize=7)
+            self.fig.epscert_legends = [legend]  # for the saved bounding box
             return self.fig, ax
         else:
             handles = [Line2D([], [], color=c, marker=m, linestyle="-", label=name) for name, (c, m) in self.configs.items()]
@@ -407,7 +436,9 @@ def draw_epsilon_vs_sigma(table, delta: float, direction: str = "both"):
     curves = {k: v for k, v in certified_epsilons(table, delta, direction).items() if v}
     if not curves:
         raise ValueError(f"no configuration of the table reaches delta={delta} on its ε grid or ε(δ) rows")
-    styles = curve_styles(sorted({(k[0], k[2], k[3]) for k in curves}))
+    runs = curve_styles(sorted({(k[2], k[3]) for k in curves}))  # colour: the run (T, E)
+    samplers = sorted({k[0] for k in curves})
+    styles = {(sampler, steps, epochs): runs[(steps, epochs)] for sampler, _, steps, epochs in curves}
     f = _Figure(plt)
     for key, by_sigma in sorted(curves.items()):
         sampler, method, steps, epochs = key
@@ -417,8 +448,10 @@ def draw_epsilon_vs_sigma(table, delta: float, direction: str = "both"):
         hows = {by_sigma[s][1].rstrip("≤") for s in sigmas}
         lower = guarantees.get((sampler, method)) == "lower_bound" or method.endswith("_lower")
         how = "; ".join(HOW[h] for h in sorted(hows))
-        f.line(sigmas, values, colour, marker, "lower" if lower else "upper", certified="other" if lower else "upper",
-               label=f"{sampler} {method} (T={steps}, E={epochs}): {how}")
+        line = f.line(sigmas, values, colour, marker, "lower" if lower else "upper",
+                      certified="other" if lower else "upper", label=f"{sampler} {method} (T={steps}, E={epochs}): {how}",
+                      markerfacecolor="none" if lower else colour)
+        line.set_linestyle(SAMPLER_STYLES.get(sampler, "-") if len(samplers) > 1 else line.get_linestyle())
         for s in sigmas:
             value, mark = by_sigma[s]
             if mark == "grid≤":

@@ -28,8 +28,9 @@ orders (one computation for ``backend: [auto, numpy]``).
 
 Steps rule: give ``steps`` (T, steps per epoch), or both ``dataset_size`` n and ``batch_size`` b,
 and then T = n // b: the number of full batches in one epoch (a last, partial batch is dropped,
-as with ``drop_last=True``); b > n is refused. Pairs (n, b) giving the same T give the same
-configuration, which is computed once. ``max_batch_size`` B (with ``dataset_size`` n) asks for
+as with ``drop_last=True``); b > n is refused. n and b stay in the configuration and on its rows
+(``dataset_size``, ``batch_size`` columns): pairs (n, b) giving the same T are separate configurations
+with the same samples, hence the same numbers. ``max_batch_size`` B (with ``dataset_size`` n) asks for
 truncated batches (SPEC §9): n and B then go into the configuration, and T comes from ``steps``
 or from ``batch_size`` as above.
 
@@ -56,6 +57,7 @@ Files are parsed with ``yaml.safe_load`` or ``json.loads`` only.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import itertools
 import json
 import os
@@ -72,6 +74,7 @@ from epscert.results.baselines import baseline_tasks
 from epscert.results.cost import check_pld_memory
 from epscert.config import DEFAULT_ERROR_PROB, DEFAULT_SAMPLES, CertifyConfig, Method, show, steps_per_epoch
 from pipelines.certify import with_shards
+from pipelines.flags import SYNONYMS
 from pipelines.options import UsageError
 from transforms.sinks import is_local
 
@@ -181,11 +184,25 @@ def _grid(key: str, value: Any) -> list:
     return values
 
 
+def _key_hint(key: Any, allowed: tuple[str, ...]) -> str:
+    """'; did you mean sigma?' for a key meant as an allowed one: by meaning first (the flags' synonyms,
+    ``noise_multiplier`` -> ``sigma``), then by spelling; '' when nothing is close."""
+    if not isinstance(key, str):
+        return ""
+    name = key.strip().lower().replace("-", "_")
+    meant = SYNONYMS.get("--" + name.replace("_", "-"), "")[2:].replace("-", "_")
+    if meant not in allowed:
+        close = difflib.get_close_matches(name, list(allowed), n=1, cutoff=0.75)
+        meant = close[0] if close else ""
+    return f" (did you mean {meant}?)" if meant else ""
+
+
 def _check_keys(spec: Mapping) -> None:
     allowed = GRID_KEYS + SINGLE_KEYS
     for key in spec:
         if key not in allowed:
-            raise SpecError(f"sweep spec: unknown key {_show(key)}; allowed keys: {', '.join(allowed)}")
+            raise SpecError(f"sweep spec: unknown key {_show(key)}{_key_hint(key, allowed)}; allowed keys: "
+                            f"{', '.join(allowed)}")
     for key in REQUIRED_KEYS:
         if key not in spec:
             raise SpecError(f"sweep spec: missing required key {_show(key)}")
@@ -286,10 +303,8 @@ def expand(spec: Mapping, workers: int = 1) -> list[CertifyConfig]:
 
 def _config(point: Mapping, single: Mapping, workers: int = 1) -> CertifyConfig:
     kwargs = dict(point)
-    if "batch_size" in kwargs:
-        kwargs["steps"] = _steps(kwargs["dataset_size"], kwargs.pop("batch_size"))
-    if "max_batch_size" not in kwargs:
-        kwargs.pop("dataset_size", None)  # only there to derive steps
+    if "batch_size" in kwargs:  # steps from n and b; both stay in the configuration, so the rows say them
+        kwargs["steps"] = _steps(kwargs["dataset_size"], kwargs["batch_size"])
     strategy = strategy_from(kwargs.pop("c_col", None), kwargs.pop("strategy_matrix", None),
                              kwargs.pop("iterations", None))
     kwargs["sampler"], kwargs["steps"] = mechanism_settings(

@@ -33,8 +33,8 @@ from epscert.montecarlo import backends
 from epscert.config.samplers import estimated_seconds
 from pipelines import spec as spec_mod
 from pipelines.options import (
-    ArgumentParser, RunnerChoice, UsageError, check_output_reachable, check_unknown_flags,
-    check_writable_dir, choose_runner, make_pipeline, parse_int, report_usage_error,
+    ArgumentParser, RunnerChoice, UsageError, check_filesystem, check_output_reachable, check_runner_ready,
+    check_unknown_flags, check_writable_dir, choose_runner, make_pipeline, parse_int, report_usage_error, run_pipeline,
 )
 from pipelines.output import FORMATS, print_rows
 from pipelines.parallelism import Parallelism, parallelism
@@ -58,7 +58,7 @@ DATE_PLACEHOLDER = "{date}"
 
 def build_parser(prog: str = PROG) -> ArgumentParser:
     parser = ArgumentParser(
-        prog=prog,
+        prog=prog, beam=True,
         description="Run a sweep spec (YAML or JSON grids) into DIR/results.parquet, resumably: "
                     "re-running computes only configurations without a complete part in DIR/parts. "
                     "Flags not listed here go to Beam (e.g. --runner).",
@@ -144,6 +144,9 @@ def prepare(argv: Sequence[str] | None = None, prog: str = PROG) -> SweepJob:
             raise UsageError(f"sweep spec: {err}") from None
     output = expand_output(args.output)
     check_output_reachable("output", output, choice)
+    check_filesystem("output", output, choice)  # the sweep reads its parts here to resume (gs:// needs [gcp])
+    if not args.dry_run:  # the runner as certify checks it (Dataflow's libraries, a job endpoint that answers)
+        check_runner_ready(choice)
     if not args.dry_run:  # a dry run writes nothing, not even DIR
         check_writable_dir("output", output)
         check_writable_dir("output", join(output, PARTS_DIR), shown=output)
@@ -242,7 +245,7 @@ def run(argv: Sequence[str] | None = None, *, wait: bool = True, stdout: TextIO 
             print(f"epscert: wave {index + 1}/{len(batches)}: {len(batch)} configurations", file=sys.stderr)
         pipeline = make_pipeline(job.choice)
         build(pipeline, job, batch, assemble=last)
-        result = pipeline.run()
+        result = run_pipeline(pipeline, job.choice)
         if last and not wait:
             return result
         result.wait_until_finish()

@@ -54,6 +54,8 @@ class CertifyConfig:
     pld_discretization: float = DEFAULT_PLD_DISCRETIZATION
     dataset_size: int | None = None
     max_batch_size: int | None = None
+    #: the batch size b the user gave with ``dataset_size`` n (steps = n // b): kept for the rows, changes no number
+    batch_size: int | None = None
     backend: str = "numpy"
     strategy: object = None
     resolved: tuple[Method, ...] = field(init=False, default=())
@@ -203,7 +205,20 @@ class CertifyConfig:
         object.__setattr__(self, "orders", compress_orders(ranks))
 
     def _check_truncation(self) -> None:
-        """Truncated batches (SPEC §9): n and B together, for the Binomial-batch samplers only."""
+        """Truncated batches (SPEC §9): n and B together, for the Binomial-batch samplers only. A ``batch_size``
+        b (with n: the run's own terms, steps = n // b) is a label that must agree with steps."""
+        if self.batch_size is not None:
+            if self.dataset_size is None:
+                raise ValueError(f"batch_size needs dataset_size (steps = dataset_size // batch_size), got "
+                                 f"batch_size={show(self.batch_size)}, dataset_size=None")
+            object.__setattr__(self, "batch_size", check_int("batch_size", self.batch_size, 1))
+            object.__setattr__(self, "dataset_size", check_int("dataset_size", self.dataset_size, 1))
+            if self.dataset_size // self.batch_size != self.steps:
+                raise ValueError(f"steps must be dataset_size // batch_size = {self.dataset_size // self.batch_size}, "
+                                 f"got steps={show(self.steps)} with dataset_size={show(self.dataset_size)}, "
+                                 f"batch_size={show(self.batch_size)}")
+            if self.max_batch_size is None:
+                return
         if self.dataset_size is None and self.max_batch_size is None:
             return
         if self.dataset_size is None or self.max_batch_size is None:
@@ -284,6 +299,8 @@ class CertifyConfig:
             "orders": self.orders, "shards": self.shards,
             "pld_discretization": self.pld_discretization,
             "dataset_size": self.dataset_size, "max_batch_size": self.max_batch_size,
+            # the batch-size label: left out when absent so existing ids stay stable
+            **({"batch_size": self.batch_size} if self.batch_size is not None else {}),
             # the backend shapes the stream; left out when 'numpy' so existing ids stay stable
             **({"backend": self.backend} if self.backend != "numpy" else {}),
             **({"strategy": self.strategy.to_dict()} if self.strategy is not None else {}),

@@ -233,7 +233,8 @@ class Certificate:
         if self.steps_done is not None:
             at += f", after {self.steps_done} steps"
         if not self.finite:
-            return (f"{name}({at}) for {self.sampler}: no finite certificate. " + " ".join(self.notes)).strip()
+            sentences = [n if n.endswith(".") else n + "." for n in self.notes]  # one sentence per note
+            return (f"{name}({at}) for {self.sampler}: no finite certificate. " + " ".join(sentences)).strip()
         beta = f", β={self.error_prob:g}" if self.error_prob is not None else ""
         return (f"{name}({at}) <= {self.value:.6g} for {self.sampler} "
                 f"(method {self.method}, {self.guarantee}, bound {self.bound}{beta})")
@@ -339,8 +340,19 @@ def _limit_note(config: CertifyConfig, method: Method, target: float, quantity: 
     return None
 
 
+def best_certificates(config: CertifyConfig, deltas: Sequence[float],
+                      progress: Callback | None = None) -> list[Certificate]:
+    """:func:`best_certificate` at each δ of ``deltas``, with the sampling passes they have in common run once
+    (:func:`epscert.inverse.epsilon_at_delta.sampled`): each certificate is the one a call for its δ alone
+    gives with the same seed (the same passes, drawn from the same streams), at level β each; the
+    coarse Monte Carlo search, the same for every δ, is drawn once."""
+    deltas = check_deltas(list(deltas))
+    passes: dict = {}
+    return [best_certificate(config, delta=d, progress=progress, passes=passes) for d in deltas]
+
+
 def best_certificate(config: CertifyConfig, *, delta: float | None = None, epsilon: float | None = None,
-                     progress: Callback | None = None) -> Certificate:
+                     progress: Callback | None = None, passes: dict | None = None) -> Certificate:
     """The smallest certified upper bound on ε(``delta``) or δ(``epsilon``) over the candidates.
 
     Exactly one of ``delta`` and ``epsilon``. ``config`` gives the sampler, (σ, T, E), the Monte
@@ -349,6 +361,7 @@ def best_certificate(config: CertifyConfig, *, delta: float | None = None, epsil
     candidate is an upper bound (Monte Carlo at level β, the others always), so the minimum is
     one too, at level β. Monte Carlo runs only when no candidate before it answered, and only when
     it can reach the target (module docstring). ``progress`` receives the Monte Carlo sampling's updates.
+    ``passes``: a memo of Monte Carlo passes shared with other calls for the same run (:func:`best_certificates`).
     """
     if (delta is None) == (epsilon is None):
         raise ValueError(f"give exactly one of delta and epsilon, got delta={delta!r}, epsilon={epsilon!r}")
@@ -387,7 +400,7 @@ def best_certificate(config: CertifyConfig, *, delta: float | None = None, epsil
         start = time.perf_counter()
         if quantity == "epsilon":
             if run_method.is_monte_carlo:
-                new = mc_epsilon_rows(cfg, run_method, [target], progress=progress)
+                new = mc_epsilon_rows(cfg, run_method, [target], progress=progress, passes=passes)
             else:
                 new = analytic_epsilon_rows(cfg, run_method, [target])
             column = "epsilon_upper"

@@ -136,8 +136,24 @@ def matrix_search_grid(config: CertifyConfig, coarse: Sequence[float], delta: fl
     return tuple(grid[: done[0] + 1].tolist()) if done.size else tuple(grid.tolist())
 
 
+#: A memo of sampling passes shared by several questions about one run (:func:`mc_epsilon_rows`'s ``passes``):
+#: configuration id -> its table. The same configuration (seed, samples, ε grid, method...) draws the same
+#: samples and gives bit-identical rows (SPEC §10), so a pass found here is the pass a fresh call would compute.
+Passes = dict
+
+
+def sampled(config: CertifyConfig, progress, passes: Passes | None = None):
+    """``certify_config(config, progress)``, read from ``passes`` when that exact pass was already run."""
+    if passes is None:
+        return certify_config(config, progress)
+    key = config.config_id
+    if key not in passes:
+        passes[key] = certify_config(config, progress)
+    return passes[key]
+
+
 def two_sided_grid(search: CertifyConfig, brackets: dict, direction: str, fine_points: int,
-                   progress: Callable[[int], None] | None = None) -> list[float]:
+                   progress: Callable[[int], None] | None = None, passes: Passes | None = None) -> list[float]:
     """The certifying grid of a two-sided inversion (placement only: any fixed grid keeps the certificate valid).
 
     A second search pass (``search``'s seed, :data:`SEARCH_POINTS` steps of h across each coarse
@@ -147,7 +163,7 @@ def two_sided_grid(search: CertifyConfig, brackets: dict, direction: str, fine_p
     points of [low, top] (a coarse answer if its own crossings fall outside the fine span).
     """
     spans = sorted({e for _, top, low in brackets.values() for e in np.linspace(low, top, SEARCH_POINTS + 1).tolist()})
-    eps, _, ucb, lcb = _curve(certify_config(dataclasses.replace(search, epsilons=tuple(spans)), progress), direction)
+    eps, _, ucb, lcb = _curve(sampled(dataclasses.replace(search, epsilons=tuple(spans)), progress, passes), direction)
     grid: set[float] = set()
     for delta, (_, top, low) in brackets.items():
         step = (top - low) / SEARCH_POINTS
@@ -183,8 +199,12 @@ def mc_epsilon_floor(config: CertifyConfig, method: Method, coarse: Sequence[flo
 
 def mc_epsilon_rows(config: CertifyConfig, method: Method, deltas: Sequence[float],
                     coarse: Sequence[float] = DEFAULT_COARSE_GRID, fine_points: int = FINE_POINTS,
-                    progress: Callback | None = None) -> list[dict]:
+                    progress: Callback | None = None, passes: Passes | None = None) -> list[dict]:
     """ε-at-δ rows of one Monte Carlo method (coarse search, then the certifying fine pass).
+
+    ``passes`` (a dict kept by the caller across calls): every sampling pass is looked up there first and
+    stored there after (:func:`sampled`), so separate calls for several δ of one run share the passes they
+    have in common (the coarse search always, for DP-SGD) and each answer is the one a call alone gives.
 
     Truncated batches: the penalty (1 + e^ε)η grows with ε while the UCB falls, so the
     criterion is made monotone by charging every fine-grid point the penalty at the top
@@ -207,19 +227,19 @@ def mc_epsilon_rows(config: CertifyConfig, method: Method, deltas: Sequence[floa
     if config.strategy is not None:
         coarse = matrix_search_grid(config, coarse, min(deltas))
     search = dataclasses.replace(plain, epsilons=tuple(coarse), seed=search_seed)
-    c_eps, c_mean, c_ucb, c_lcb = _curve(certify_config(
-        search, ProgressMeter(progress, per_pass, "sampling (coarse ε grid)").add), direction)
+    c_eps, c_mean, c_ucb, c_lcb = _curve(sampled(
+        search, ProgressMeter(progress, per_pass, "sampling (coarse ε grid)").add, passes), direction)
     brackets = _brackets(c_eps, c_ucb, deltas, c_lcb if two_sided else None)
     if two_sided and brackets:
         grid = two_sided_grid(search, brackets, direction, fine_points,
-                              ProgressMeter(progress, per_pass, "sampling (second search)").add)
+                              ProgressMeter(progress, per_pass, "sampling (second search)").add, passes)
     else:
         grid = sorted({e for lo, top, _ in brackets.values() for e in np.linspace(lo, top, fine_points + 1).tolist()})
     f_eps, f_mean, f_ucb, f_lcb = c_eps, c_mean, c_ucb, c_lcb
     if grid:
         fine = dataclasses.replace(plain, epsilons=tuple(grid))
-        f_eps, f_mean, f_ucb, f_lcb = _curve(certify_config(
-            fine, ProgressMeter(progress, per_pass, "sampling (fine ε grid)").add), direction)
+        f_eps, f_mean, f_ucb, f_lcb = _curve(sampled(
+            fine, ProgressMeter(progress, per_pass, "sampling (fine ε grid)").add, passes), direction)
         if not fixed_grid and fine.sampling_key(method) == search.sampling_key(method):
             # same samples (same seed and key): the coarse points count too
             order = np.argsort(np.concatenate([c_eps, f_eps]), kind="stable")

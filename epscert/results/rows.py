@@ -47,7 +47,7 @@ def base_row(config: CertifyConfig, method: Method, direction: Direction, eps: f
         "seed": None, "orders": None, "scale": None, "bound": None, "guarantee": "estimate",
         "wall_seconds": float(wall), "epscert_version": __version__,
         "dataset_size": config.dataset_size, "max_batch_size": config.max_batch_size,
-        "backend": None, "device": None,
+        "batch_size": config.batch_size, "backend": None, "device": None,
         **matrix_fields(config),
     }
 

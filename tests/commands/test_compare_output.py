@@ -45,9 +45,26 @@ def test_mean_against_the_bracket_says_inside_within_k_se_or_outside():
 
     # SE floor sqrt(upper·s/m) = sqrt(1.1e-4 · 1e-3 / 1e6) ≈ 3.3e-7 <= the sample SE 1e-6 used here
     assert mean_in_bracket(_delta_rows(1.05e-4, 1e-6), "both", 2.0) == "inside"
-    assert mean_in_bracket(_delta_rows(1.1e-4 + 1.5e-6, 1e-6), "both", 2.0) == "within 1.5 SE above"
-    assert mean_in_bracket(_delta_rows(1e-4 - 3.95e-6, 1e-6), "both", 2.0) == "within 4 SE below"
-    assert mean_in_bracket(_delta_rows(1e-4 - 7.2e-6, 1e-6), "both", 2.0) == "OUTSIDE (7.2 SE below)"
+    sample = "SE = the row's std_error"
+    assert mean_in_bracket(_delta_rows(1.1e-4 + 1.5e-6, 1e-6), "both", 2.0) == f"within 1.5 SE above ({sample})"
+    assert mean_in_bracket(_delta_rows(1e-4 - 3.95e-6, 1e-6), "both", 2.0) == f"within 4 SE below ({sample})"
+    assert mean_in_bracket(_delta_rows(1e-4 - 7.2e-6, 1e-6), "both", 2.0) == f"OUTSIDE (7.2 SE below; {sample})"
     assert mean_in_bracket(_delta_rows(1.05e-4, 1e-6)[:2], "both", 2.0) == "-"
     header, table = pivot(_delta_rows(1e-4 - 7.2e-6, 1e-6))
-    assert header[-1] == "MC mean vs PLD bracket" and table[0][-1] == "OUTSIDE (7.2 SE below)"
+    assert header[-1] == "MC mean vs PLD bracket" and table[0][-1] == f"OUTSIDE (7.2 SE below; {sample})"
+
+
+def test_mean_against_the_bracket_names_the_variance_bound_se_and_the_std_error_gap():
+    # issue 35: compare said "within 1.3 SE" where certify's std_error gave 2.7; it now names which SE it used.
+    import math
+
+    from epscert.compare import mean_in_bracket
+
+    upper, scale, samples, std_error = 1.1e-4, 1e-3, 10**6, 1e-7
+    bound_se = math.sqrt(upper * scale / samples)  # ≈ 3.32e-7, the variance bound, larger than std_error here
+    gap = 1.3 * bound_se
+    text = mean_in_bracket(_delta_rows(upper + gap, std_error), "both", 2.0)
+    in_std = math.ceil(gap / std_error * 10) / 10  # 4.4 row std_errors: the number certify's column gives
+    assert text == f"within 1.3 SE above (SE = √(upper·s/m); {in_std:g} in the row's std_error)"
+    far = mean_in_bracket(_delta_rows(upper + 5 * bound_se, std_error), "both", 2.0)
+    assert far.startswith("OUTSIDE (5 SE above; SE = √(upper·s/m); ")

@@ -77,7 +77,7 @@ def test_row12_small_things(capsys, tmp_path):
     assert "for poisson" in capsys.readouterr().out
     meta = json.loads(RESULTS_SCHEMA.metadata[b"pandas"])
     ints = {c["name"] for c in meta["columns"] if c["numpy_type"] == "Int64"}
-    assert ints == {"samples", "dataset_size", "max_batch_size", "iterations"}
+    assert ints == {"samples", "dataset_size", "batch_size", "max_batch_size", "iterations"}
     table = epscert.certify(sigma=1.0, steps=5, epsilons=[1.0], method=["naive", "cube_lower_bound"], samples=100)
     pq.write_table(table, tmp_path / "r.parquet")
     pd = pytest.importorskip("pandas")

@@ -39,9 +39,12 @@ def test_steps_from_dataset_and_batch_size():
     assert sorted(c.steps for c in configs) == [60000 // 35000, 60000 // 256, 60000 // 64]
 
 
-def test_equal_steps_from_different_pairs_are_computed_once():
+def test_equal_steps_from_different_pairs_keep_what_was_specified():
+    # issue 35: rows keep the dataset_size and batch_size the user gave, so two pairs with the same steps are two
+    # configurations (two parts), with the same samples (sampling_key) and so the same numbers
     configs = expand(dict({k: v for k, v in BASE.items() if k != "steps"}, dataset_size=[100, 101], batch_size=10))
-    assert len(configs) == 1 and configs[0].steps == 10
+    assert sorted((c.steps, c.dataset_size, c.batch_size) for c in configs) == [(10, 100, 10), (10, 101, 10)]
+    assert len({c.sampling_key(m) for c in configs for m in c.resolved}) == len(configs[0].resolved)
 
 
 def test_truncated_batches():
