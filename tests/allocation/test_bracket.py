@@ -206,8 +206,8 @@ def test_persistent_balls_and_bins_is_the_one_epoch_bracket_at_reduced_sigma():
     got_up = [r["delta_upper"] for r in persistent if r["method"] == "bracket_upper"]
     got_lo = [r["delta_lower"] for r in persistent if r["method"] == "bracket_lower"]
     assert got_up == pytest.approx(list(up), rel=1e-12) and got_lo == pytest.approx(list(lo), rel=1e-12)
-    with pytest.raises(ValueError, match="sigma"):  # σ/√E = 0.25 is below the bracket's range
-        epscert.certify(sampler="balls_and_bins_persistent", sigma=0.5, steps=40, epochs=4, epsilons=[1.0],
+    with pytest.raises(ValueError, match="sigma"):  # σ/√E = 0.04 is below the bracket's range (0.05)
+        epscert.certify(sampler="balls_and_bins_persistent", sigma=0.08, steps=40, epochs=4, epsilons=[1.0],
                         method="pld_upper")
 
 

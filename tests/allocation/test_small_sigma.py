@@ -84,7 +84,7 @@ def naive_delta(sigma: float, steps: int, eps: float, direction: str, samples: i
     return float(values.mean()), float(values.std(ddof=1) / math.sqrt(samples))
 
 
-@pytest.mark.parametrize("sigma,steps", [(0.25, 10), (0.2, 100), (0.29, 1000)])
+@pytest.mark.parametrize("sigma,steps", [(0.25, 10), (0.2, 100), pytest.param(0.29, 1000, marks=pytest.mark.slow)])
 def test_naive_monte_carlo_lies_in_the_bracket(sigma, steps):
     # 4 SE of the CLT interval: false failure about 6e-5 per comparison (12 comparisons: < 1e-3)
     b = AllocationBracket(sigma, steps)
