@@ -1,7 +1,7 @@
 """From merged sums or analytic values to result rows in the results schema.
 
 Monte Carlo rows (SPEC §3): delta = s·p̂, delta_upper = s·UCB_β(p̂) (KL–Chernoff),
-delta_lower = s·LCB_β(p̂) where the values are unbiased (naive, importance; the order-statistic
+delta_lower = s·LCB_β(p̂) where the values are unbiased (DP-SGD's naive, importance; the order-statistic
 variants' mean is an upper bound's mean: no LCB, see ``Method.mean_is_unbiased``),
 std_error = s·sd/√m. With ``direction='both'`` each direction runs at β/2 (its rows say
 error_prob = β/2) and the 'both' row takes the max of the two, at β by the union bound.
@@ -116,7 +116,10 @@ def mc_rows(config: CertifyConfig, method: Method, acc: acc_mod.Accumulator, wal
         means = [sums.mean(i) for i in range(len(config.epsilons))]
         ucbs = monotone_ucbs(means, sums.count, beta, scale)
         lcbs = [None] * len(means)
-        if method.mean_is_unbiased and sampler.guarantee == "mc_upper_confidence" and sums.count:
+        # DP-SGD's pairs only: a matrix mechanism's naive rows keep their lower side from its deterministic
+        # bounds (its two-sided answer is chosen in epscert.inverse.best; issue 35 keeps it unchanged here)
+        if (method.mean_is_unbiased and sampler.guarantee == "mc_upper_confidence" and sums.count
+                and config.strategy is None):
             lcbs = monotone_lcbs(means, sums.count, beta, scale)
         for i, eps in enumerate(config.epsilons):
             row = base_row(config, method, direction, eps, wall_seconds)
