@@ -33,7 +33,7 @@ from epscert.results.tables import certify_config
 from epscert.inverse.calibrate import Calibration, calibrate_sigma, check_certifiable
 from epscert.inverse.epsilon_at_delta import mc_epsilon_rows, analytic_epsilon_rows, check_deltas
 from epscert.inverse.best import (Certificate, Interval, best_certificate, certificate_name, lower_and_estimate,
-                                  matrix_lower_rows, with_other_side)
+                                  matrix_lower_rows, with_other_side, with_unbiased_side)
 from epscert.inverse.prefix import certificate_after
 from epscert.config.mechanism import mechanism_settings
 from epscert.config import (
@@ -255,6 +255,9 @@ class Accountant:
         cert = self.last_certificate
         if self.auto:
             cert = with_other_side(self.config, cert)  # the bracket's lower side
+        # an order-statistic run's mean is an upper bound's mean: the estimate and a lower side from an unbiased one
+        cert = with_unbiased_side(self.config, cert, self.progress)
+        if cert is not self.last_certificate:
             self.last_certificate, self.last_table = cert, to_table(list(cert.rows))
         return Interval(cert.lower, cert.estimate, upper)
 

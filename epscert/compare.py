@@ -110,7 +110,10 @@ def mean_in_bracket(rows: list[dict], direction: str, epsilon: float) -> str:
     - ``inside``: lower <= mean <= upper;
     - ``within k SE``: outside the bracket by k <= 4 standard errors (``below``/``above`` says which side);
     - ``OUTSIDE (k SE below|above)``: more than 4 standard errors away;
-    - ``-``: a value is missing.
+    - ``-``: a value is missing;
+    - ``upper-bound mean >= lower``: an order-statistic method, whose mean is an upper bound's mean (biased
+      upward, ``Method.mean_is_unbiased`` False): only its lower side is checked (below the bracket's
+      lower end by more than 4 SE is still ``OUTSIDE``).
 
     An independent check, not a certificate: with a correct bracket and estimator a mean more than 4 SE
     away has probability about 6e-5 per ε (a 4σ normal deviation), and a mean just outside the bracket
@@ -130,7 +133,13 @@ def mean_in_bracket(rows: list[dict], direction: str, epsilon: float) -> str:
     if mc is None or lower is None or upper is None or mc["delta"] is None:
         return "-"
     lo, up, mean = lower["delta_lower"], upper["delta_upper"], mc["delta"]
-    if lo <= mean <= up:
+    if not Method(mc["method"]).mean_is_unbiased:
+        # an order-statistic mean is an upper bound's mean (biased upward): only "not below the lower side"
+        # can be checked, and it is not called inside or outside the bracket
+        if mean >= lo:
+            return "upper-bound mean >= lower"
+        up = max(up, lo)
+    elif lo <= mean <= up:
         return "inside"
     sample_se = mc["std_error"] or 0.0
     bound_se = math.sqrt(up * mc["scale"] / mc["samples"]) if mc.get("samples") and mc.get("scale") else 0.0

@@ -114,6 +114,17 @@ class Method(str, enum.Enum):
         return self in (Method.ORDER_STATS, Method.IMPORTANCE_ORDER_STATS, Method.CONDITIONAL_ORDER_STATS)
 
     @property
+    def mean_is_unbiased(self) -> bool:
+        """Whether this Monte Carlo method's sample mean (a row's ``delta``) is an unbiased estimate of δ(ε).
+
+        The order-statistic variants replace each sample's value by a larger one (the bound of its
+        order-statistic class, :mod:`epscert.dpsgd.orderstats`), so their mean estimates an *upper
+        bound* on δ(ε) and is biased upward by construction: never an estimate of δ, and their values
+        have no lower confidence bound. Not a Monte Carlo method: False.
+        """
+        return self.is_monte_carlo and not self.uses_order_stats
+
+    @property
     def is_conditional(self) -> bool:
         """Conditional Monte Carlo (epscert.dpsgd.conditional): one epoch, ε0-dependent ADD event."""
         return self in (Method.CONDITIONAL, Method.CONDITIONAL_ORDER_STATS)

@@ -76,6 +76,21 @@ def print_json(rows: Iterable[dict], stream: TextIO) -> None:
         print(json.dumps({k: _json_value(v) for k, v in row.items()}, allow_nan=False), file=stream)
 
 
+def upper_mean_note(rows: Iterable[dict]) -> str | None:
+    """The line that says what ``delta`` is on order-statistic rows (None when there are none): the mean of
+    raised values, an upper bound's mean, biased upward by construction, never an estimate of δ
+    (``epscert.config.Method.mean_is_unbiased``)."""
+    from epscert.config import Method  # the numerical core's names (ground floor)
+
+    names = sorted({r["method"] for r in rows if r["method"] in {m.value for m in Method}
+                    and Method(r["method"]).is_monte_carlo and not Method(r["method"]).mean_is_unbiased})
+    if not names:
+        return None
+    return (f"epscert: on {', '.join(names)} rows, delta is the mean of raised (order-statistic) values: an upper "
+            "bound's mean, biased upward, not an estimate of δ; delta_upper is the certificate, and naive, "
+            "importance or conditional give an unbiased estimate with a lower bound (delta_lower)")
+
+
 def print_rows(rows: list[dict], fmt: str, stream: TextIO, main_ids: set[str] | None = None) -> None:
     if fmt == "json":
         print_json(rows, stream)
@@ -85,5 +100,8 @@ def print_rows(rows: list[dict], fmt: str, stream: TextIO, main_ids: set[str] | 
         if len(shown) < len(rows):
             print(f"epscert: {len(rows) - len(shown)} per-direction rows not shown (they are in the Parquet "
                   "file and in --format json)", file=sys.stderr)
+        note = upper_mean_note(rows)
+        if note:
+            print(note, file=sys.stderr)
     else:
         raise ValueError(f"format must be one of {', '.join(FORMATS)}, got format={fmt!r}")

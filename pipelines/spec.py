@@ -20,7 +20,7 @@ baselines as configurations of their own). Keys left out take the defaults of ``
 ``method: auto`` (or no ``method``) runs, per configuration, the certified candidate that
 ``epscert epsilon`` answers with (:func:`epscert.inverse.best.auto_methods`), with the other side
 of its bracket: ``bracket_upper`` and ``bracket_lower`` for Balls-and-Bins in the bracket's range
-(σ >= 0.3, T <= 10^6, E <= 1000), ``pld_upper`` and ``pld_lower`` for Poisson,
+(σ >= 0.05, T <= 10^6, E <= 1000), ``pld_upper`` and ``pld_lower`` for Poisson,
 ``exact`` for deterministic; Monte Carlo ``auto`` where none applies (Balls-and-Bins outside the
 range, shuffling). The rows' ``method`` says which it was. Configurations are keyed by what
 changes their rows: an analytic configuration ignores samples, error_prob, seed, backend and

@@ -87,7 +87,7 @@ SMALL_SIGMA_SHAPE = GridShape(tail_focus=0.05, centre_share=0.3)
 #: Default cells per level for SMALL_SIGMA > σ >= ``TINY_SIGMA`` (the width at δ = 1e-10 falls
 #: roughly as cells^-2; measured in README.md, Performance).
 SMALL_SIGMA_CELLS = 2600
-#: Below this σ (down to 0.3) more main cells and base cells (the base law's grid matters there).
+#: Below this σ (down to ``MIN_SIGMA``) more main cells and base cells (the base law's grid matters there).
 TINY_SIGMA = 0.5
 TINY_SIGMA_CELLS = 3000
 TINY_SIGMA_BASE_CELLS = 4000
@@ -136,7 +136,7 @@ class AllocationBracket:
 
     Parameters
     ----------
-    sigma : noise multiplier, >= 0.3.
+    sigma : noise multiplier, >= ``BRACKET_MIN_SIGMA`` (0.05; why: :mod:`epscert.support`).
     steps : T, steps (batches) per epoch, in [1, 10^6].
     epochs : E, in [1, 1000].
     cells : (keyword) cells per level, default :func:`default_cells` (2000 for σ >= 1, 2600 for

@@ -367,6 +367,13 @@ def combine(x: CellLaw, y: CellLaw, op: str, chain: str, *, cells: int, tau: flo
         raise ValueError(f"chain must be 'lower' or 'upper', got chain={chain!r}")
     if op not in ("mean", "product"):
         raise ValueError(f"op must be 'mean' or 'product', got op={op!r}")
+    if len(x) == 0 or len(y) == 0:
+        # the lower chain may have dropped every atom (all pairs under NORMAL_GUARD or over the cap, e.g.
+        # σ <= 0.05 over many epochs): the zero measure is below every law, and so is its combine
+        if chain == "upper":
+            raise ValueError("the upper chain never drops mass, got an empty law")
+        empty = CellLaw(np.empty(0), np.empty(0))
+        return empty, KernelStats(0, 0.0, 0.0)
     wa, wb = weights
     symmetric = y is x and (op == "product" or wa == wb)
     edges, grid, lo, n_main = cell_grid(x, y, op, weights, cells=cells, tau=tau, shape=shape)

@@ -51,7 +51,9 @@ def _cv2(law) -> tuple[float, float]:
         return mean, 0.0
     with np.errstate(over="ignore", invalid="ignore"):  # inf near the top cap: the widest bump
         var = float(np.dot(law.masses, (law.values - mean) ** 2)) / mass
-        return mean, var / (mean * mean)
+        square = mean * mean
+        # a mean below ~1e-154 squares to 0 (small σ over many epochs): the widest bump (tightness only)
+        return (mean, var / square) if square > 0.0 else (mean, math.inf)
 
 
 def _bump_width(x, y, op: str, weights) -> float:

@@ -30,7 +30,7 @@ import math
 import numpy as np
 from scipy import special
 
-from epscert.allocation.cells import FP_SAFETY, UNIT_ROUNDOFF, CellLaw
+from epscert.allocation.cells import FP_SAFETY, LOG_NORMAL_GUARD, LOG_TOP_LIMIT, NORMAL_GUARD, UNIT_ROUNDOFF, CellLaw
 
 #: Relative error allowed for one scipy ndtr evaluation (a generous multiple of the roundoff).
 NDTR_REL_ERROR = 16.0 * UNIT_ROUNDOFF
@@ -39,13 +39,27 @@ _GL_NODES = 8
 _GL_MAX_WIDTH = 0.1
 
 
+#: Largest log c of the base law (:func:`log_cap`): its atoms and their means stay inside the cells'
+#: float range (every edge below ``TOP_LIMIT`` = 2^1000, :mod:`epscert.allocation.cells`), with room.
+LOG_CAP_LIMIT = 0.95 * LOG_TOP_LIMIT
+#: Smallest log of the base law's first main edge (:func:`base_laws`): its atoms are normal floats with
+#: room (the relative rounding model of :mod:`epscert.allocation.cells` holds above ``NORMAL_GUARD``).
+LOG_FLOOR_LIMIT = 0.95 * LOG_NORMAL_GUARD
+
+
 def log_cap(sigma: float, steps: int, epochs: int, cap_budget: float) -> float:
-    """log c such that both cap terms below are <= cap_budget (remove: half per summand)."""
+    """log c such that both cap terms below are <= cap_budget (remove: half per summand), at most
+    ``LOG_CAP_LIMIT``.
+
+    The cap terms (:func:`cap_terms`) are computed from the c returned, so a c lowered to the limit only
+    makes them larger (sound for any c: the cap argument holds for every c > 0); it happens only at
+    σ below about 0.035 (log c ≈ (8.6 + 1/(2σ))/σ at the default budget), below the bracket's range.
+    """
     half = 0.5 / sigma
     # Φ̄(σ log c − 1/(2σ)) <= budget/(2E) and Φ̄(σ log c + 1/(2σ)) <= budget/(2ET)
     x1 = -float(special.ndtri(cap_budget / (2.0 * epochs)))
     x2 = -float(special.ndtri(cap_budget / (2.0 * epochs * steps)))
-    return max((x1 + half) / sigma, (x2 - half) / sigma)
+    return min(max((x1 + half) / sigma, (x2 - half) / sigma), LOG_CAP_LIMIT)
 
 
 def cap_terms(sigma: float, steps: int, epochs: int, log_c: float, prefix_steps: int = 0) -> dict[str, float]:
@@ -124,7 +138,9 @@ def base_laws(sigma: float, log_c: float, cells: int, tau: float) -> tuple[CellL
     upper chain is safe): its Γ is 0, the atoms being the exact edges.
     """
     half = 0.5 / sigma
-    log_lo = min((float(special.ndtri(tau)) - half) / sigma, log_c - 1.0)
+    # a first edge raised to LOG_FLOOR_LIMIT only widens the bottom cell [0, w_lo) (any cells are sound,
+    # :mod:`epscert.allocation.cells`); it keeps every atom a normal float (small σ or a tiny tau)
+    log_lo = min(max((float(special.ndtri(tau)) - half) / sigma, LOG_FLOOR_LIMIT), log_c - 1.0)
     edges = np.concatenate([[0.0], np.exp(np.linspace(log_lo, log_c, cells + 1))])
     le = np.concatenate([[-np.inf], np.linspace(log_lo, log_c, cells + 1)])
     beta = sigma * le + half  # -inf at the 0 edge
@@ -133,13 +149,18 @@ def base_laws(sigma: float, log_c: float, cells: int, tau: float) -> tuple[CellL
     moment, rel_f = _interval_prob(alpha[:-1], alpha[1:])
     lo_e, hi_e = edges[:-1], edges[1:]
     occupied = mass > 0.0
-    mean = np.where(occupied, moment / np.where(occupied, mass, 1.0), lo_e)
+    # a cell whose mass or first moment is near the subnormal range has no relative error bound: the lower
+    # law drops it (dropping mass is safe) and the upper law puts its whole mass at both edges (adding mass
+    # is safe). With the default tau this never happens for σ >= 0.05 (the bottom cell's moment is ~1e-182
+    # there); it keeps a tiny tau or a σ below the range sound.
+    reliable = occupied & (mass >= NORMAL_GUARD) & (moment >= NORMAL_GUARD)
+    mean = np.where(reliable, moment / np.where(reliable, mass, 1.0), lo_e)
     mean = np.clip(mean, lo_e, hi_e)
-    lower = CellLaw(mean[occupied], mass[occupied])
+    lower = CellLaw(mean[reliable], mass[reliable])
     # the division adds one rounding; FP_SAFETY covers the second-order terms
     gamma = FP_SAFETY * (rel_m + rel_f + 2.0 * UNIT_ROUNDOFF)
-    mu_lo = np.maximum(mean * (1.0 - 2.0 * gamma), lo_e)
-    mu_hi = np.minimum(mean * (1.0 + 2.0 * gamma), hi_e)
+    mu_lo = np.where(reliable, np.maximum(mean * (1.0 - 2.0 * gamma), lo_e), lo_e)
+    mu_hi = np.where(reliable, np.minimum(mean * (1.0 + 2.0 * gamma), hi_e), hi_e)
     width = hi_e - lo_e
     out = mass / width * (1.0 + 8.0 * UNIT_ROUNDOFF)
     node = np.zeros(edges.size)
@@ -148,5 +169,5 @@ def base_laws(sigma: float, log_c: float, cells: int, tau: float) -> tuple[CellL
     nz = node > 0.0
     upper = CellLaw(edges[nz], node[nz])
     rel_mass = float(np.max(rel_m[occupied]))
-    value_rel = float(np.max(gamma[occupied]))
+    value_rel = float(np.max(gamma[reliable])) if reliable.any() else 0.0
     return lower, upper, rel_mass, value_rel

@@ -13,7 +13,7 @@ Candidates (the one table, :data:`epscert.support.CANDIDATES`):
   no ε(δ) curve here, and PLD is the tighter of the two in every case we know of).
 - deterministic: ``exact``.
 - balls_and_bins: the deterministic PLD bracket's upper side ``bracket_upper`` (:mod:`epscert.allocation`,
-  for σ >= 0.3, T <= 10^6, E <= 1000), Monte Carlo (``auto``, resolved by
+  for σ >= 0.05, T <= 10^6, E <= 1000), Monte Carlo (``auto``, resolved by
   :class:`~epscert.config.CertifyConfig`), then ``exact`` through domination (below).
 - shuffle, shuffle_persistent: ``exact`` through domination only. Their Monte Carlo pair is tight
   only under a conjecture, so it certifies nothing.
@@ -29,7 +29,9 @@ certified lower bound found (``lower``): from the Monte Carlo rows' LCBs (at lev
 see :func:`epscert.inverse.epsilon_at_delta.lower_epsilon`) and, for a matrix mechanism, from its
 deterministic lower bounds (:data:`MATRIX_LOWER`: the bracket's lower side for C = c·I, and the
 independent-modes bound), which hold always. The maximum of lower bounds is a lower bound. Each side
-holds at level β, the pair at 2β. ``estimate`` is the Monte Carlo point estimate when Monte Carlo ran.
+holds at level β, the pair at 2β. ``estimate`` is the Monte Carlo point estimate when a Monte Carlo
+method with an unbiased mean ran (naive, importance, conditional, the matrix value estimators); an
+order-statistic method's mean is an upper bound's mean, biased upward, and is never the estimate.
 
 Monte Carlo runs only when no candidate before it answered (the bracket is within about 1% of the
 true δ, where a Monte Carlo UCB is far looser and costs a sampling run), and only when its sample
@@ -170,10 +172,13 @@ def lower_and_estimate(rows: Sequence[dict], quantity: str, direction: str) -> t
 
     Lower: the ``epsilon_lower``/``delta_lower`` column of the rows for ``direction`` (or 'both') whose
     guarantee is in :data:`LOWER_GUARANTEES`; 0 (always a lower bound) when none. Estimate: the
-    ``epsilon``/``delta`` column of the Monte Carlo row, else of an exact row, else None.
+    ``epsilon``/``delta`` column of a Monte Carlo row whose method's mean is unbiased
+    (``Method.mean_is_unbiased``), else of an exact row, else None. An order-statistic row's value is the
+    mean of raised values, an upper bound's mean, biased upward by construction: it is never taken as
+    the estimate (nor has it a lower side: its rows carry no ``delta_lower``).
     """
     lower_col, point = ("epsilon_lower", "epsilon") if quantity == "epsilon" else ("delta_lower", "delta")
-    monte_carlo = {m.value for m in Method if m.is_monte_carlo}
+    monte_carlo = {m.value for m in Method if m.mean_is_unbiased}
     lower, method, estimate, exact = 0.0, None, None, None
     for row in rows:
         if row["direction"] not in (direction, "both"):
@@ -466,6 +471,39 @@ def with_other_side(config: CertifyConfig, cert: Certificate) -> Certificate:
     if lower <= cert.lower:
         return dataclasses.replace(cert, rows=rows)
     return dataclasses.replace(cert, rows=rows, lower=lower, lower_method=lower_method)
+
+
+#: The unbiased estimator of each order-statistic one: the same sampler without the raised values.
+UNBIASED_COUNTERPART = {Method.ORDER_STATS: Method.NAIVE, Method.IMPORTANCE_ORDER_STATS: Method.IMPORTANCE,
+                        Method.CONDITIONAL_ORDER_STATS: Method.CONDITIONAL}
+
+
+def with_unbiased_side(config: CertifyConfig, cert: Certificate, progress: Callback | None = None) -> Certificate:
+    """``cert`` with an estimate and a Monte Carlo lower side from an unbiased estimator, when its value came
+    from an order-statistic method (DP-SGD, δ(ε) of the whole run only; otherwise returned as it is).
+
+    An order-statistic method's mean is an upper bound's mean and its values have no lower confidence bound
+    (:func:`lower_and_estimate`), so the two-sided answer runs the same sampler without the raised values
+    (:data:`UNBIASED_COUNTERPART`, same samples and β, seed + 1 so its statement is independent of the
+    upper side's): its mean is the estimate and its KL lower confidence bound (at β) the lower side, when
+    larger than the one already there. The upper bound is unchanged. For :class:`epscert.Accountant`'s
+    intervals; ``get_delta`` alone does not pay for it.
+    """
+    total = config.steps * config.epochs
+    if (config.strategy is not None or cert.quantity != "delta" or cert.method is None or not cert.finite
+            or cert.steps_done not in (None, total) or cert.estimate is not None):
+        return cert
+    other = UNBIASED_COUNTERPART.get(Method(cert.method))
+    if other is None:
+        return cert
+    cfg = dataclasses.replace(config, methods=(other,), orders=None, epsilons=(cert.target,),
+                              seed=(config.seed + 1) % 2**128)
+    meter = ProgressMeter(progress, len(cfg.direction.parts()) * cfg.samples, f"sampling ({other.value}: estimate)")
+    rows = cert.rows + tuple(certify_config(cfg, meter.add).to_pylist())
+    lower, lower_method, estimate = lower_and_estimate(rows, cert.quantity, config.direction.value)
+    if lower <= cert.lower:
+        lower, lower_method = cert.lower, cert.lower_method
+    return dataclasses.replace(cert, rows=rows, lower=lower, lower_method=lower_method, estimate=estimate)
 
 
 def matrix_lower_rows(config: CertifyConfig, quantity: str, target: float) -> list[dict]:

@@ -1,6 +1,8 @@
 """From merged sums or analytic values to result rows in the results schema.
 
 Monte Carlo rows (SPEC §3): delta = s·p̂, delta_upper = s·UCB_β(p̂) (KL–Chernoff),
+delta_lower = s·LCB_β(p̂) where the values are unbiased (DP-SGD's naive, importance; the order-statistic
+variants' mean is an upper bound's mean: no LCB, see ``Method.mean_is_unbiased``),
 std_error = s·sd/√m. With ``direction='both'`` each direction runs at β/2 (its rows say
 error_prob = β/2) and the 'both' row takes the max of the two, at β by the union bound.
 """
@@ -22,7 +24,7 @@ from epscert.analytic.deterministic import deterministic_bracket, deterministic_
 from epscert.analytic.poisson import poisson_pld_bounds, poisson_rdp_delta
 from epscert.analytic.resolution import UNDERFLOW_FLOOR
 from epscert.bounds.empirical_bernstein import eb_ucb
-from epscert.bounds.kl import kl_ucb, standard_error
+from epscert.bounds.kl import kl_lcb, kl_ucb, standard_error
 from epscert.bounds.monotone import monotone_lower, monotone_upper
 from epscert.bounds.truncated_lcb import LEVELS, truncated_lcb
 from epscert.dpsgd.conditional import FLOAT_REL, conditional_sampler
@@ -111,11 +113,18 @@ def mc_rows(config: CertifyConfig, method: Method, acc: acc_mod.Accumulator, wal
         sums = acc[direction]
         scale = math.exp(sampler.log_scale(direction))
         per_dir[direction] = []
-        ucbs = monotone_ucbs([sums.mean(i) for i in range(len(config.epsilons))], sums.count, beta, scale)
+        means = [sums.mean(i) for i in range(len(config.epsilons))]
+        ucbs = monotone_ucbs(means, sums.count, beta, scale)
+        lcbs = [None] * len(means)
+        # DP-SGD's pairs only: a matrix mechanism's naive rows keep their lower side from its deterministic
+        # bounds (its two-sided answer is chosen in epscert.inverse.best; issue 35 keeps it unchanged here)
+        if (method.mean_is_unbiased and sampler.guarantee == "mc_upper_confidence" and sums.count
+                and config.strategy is None):
+            lcbs = monotone_lcbs(means, sums.count, beta, scale)
         for i, eps in enumerate(config.epsilons):
             row = base_row(config, method, direction, eps, wall_seconds)
             row.update(sampled_fields(config, method, sums, i, scale, beta, acc.tags), delta_upper=ucbs[i],
-                       bound=MC_BOUND_NAME, guarantee=sampler.guarantee)
+                       delta_lower=lcbs[i], bound=MC_BOUND_NAME, guarantee=sampler.guarantee)
             per_dir[direction].append(row)
         rows.extend(per_dir[direction])
     rows.extend(both_rows(config, per_dir))
@@ -261,6 +270,23 @@ def monotone_ucbs(means: list[float], count: int, beta: float, scale: float) -> 
     curve is monotone, which the ε(δ) inversion relies on (no union bound over the grid).
     """
     return raised_from_the_right([kl_ucb(scale * m, count, beta, scale=scale) for m in means])
+
+
+def monotone_lcbs(means: list[float], count: int, beta: float, scale: float) -> list[float]:
+    """KL–Chernoff lower confidence bounds over an ascending ε grid, made non-increasing in ε.
+
+    For the estimators whose values are unbiased (``Method.mean_is_unbiased``: naive, importance),
+    values in [0, s] with mean δ(ε): Chernoff–Hoeffding's upper tail gives Pr[δ(ε) < LCB_β] <= β
+    (:func:`epscert.bounds.kl.kl_lcb`), a separate statement from the UCB at the same β (each side at
+    β, the pair at 2β). The order-statistic variants' values are raised ones, whose mean is above
+    δ(ε): their LCB would bound the raised mean, not δ, so they get none. One sample set serves the
+    grid, so p̂ and the exact LCB are non-increasing in ε; the running minimum from the left only
+    removes a last-ulp wobble, and it can only lower a bound (each keeps its β).
+    """
+    out = [kl_lcb(scale * m, count, beta, scale=scale) for m in means]
+    for i in range(1, len(out)):
+        out[i] = min(out[i], out[i - 1])
+    return out
 
 
 def raised_from_the_right(ucbs: list[float]) -> list[float]:

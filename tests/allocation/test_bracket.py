@@ -105,7 +105,7 @@ def test_epsilon_brackets_are_consistent_with_delta():
     assert up[0] <= 1e-5 < lo[0] + 1e-18  # upper certified at eps_up; lower still above δ at eps_lo
 
 
-@pytest.mark.parametrize("kwargs,field", [({"sigma": 0.2}, "sigma"), ({"steps": 0}, "steps"),
+@pytest.mark.parametrize("kwargs,field", [({"sigma": 0.04}, "sigma"), ({"steps": 0}, "steps"),
                                           ({"steps": 10**7}, "steps"), ({"epochs": 0}, "epochs"),
                                           ({"sigma": float("nan")}, "sigma"), ({"cells": 3}, "cells")])
 def test_bad_input_names_the_field(kwargs, field):
@@ -125,7 +125,7 @@ def test_certify_rows_name_the_bracket_and_refuse_outside_its_range():
     for u, l in zip(ups, los):
         assert l["delta_lower"] <= u["delta_upper"]
     with pytest.raises(ValueError, match="sigma"):
-        epscert.certify(sampler="balls_and_bins", sigma=0.2, steps=20, epsilons=[1.0], method="pld_upper")
+        epscert.certify(sampler="balls_and_bins", sigma=0.04, steps=20, epsilons=[1.0], method="pld_upper")
 
 
 # --- the Monte Carlo mean of a large naive run lies inside the bracket (within 4 SE) ----------
@@ -206,8 +206,8 @@ def test_persistent_balls_and_bins_is_the_one_epoch_bracket_at_reduced_sigma():
     got_up = [r["delta_upper"] for r in persistent if r["method"] == "bracket_upper"]
     got_lo = [r["delta_lower"] for r in persistent if r["method"] == "bracket_lower"]
     assert got_up == pytest.approx(list(up), rel=1e-12) and got_lo == pytest.approx(list(lo), rel=1e-12)
-    with pytest.raises(ValueError, match="sigma"):  # σ/√E = 0.25 is below the bracket's range
-        epscert.certify(sampler="balls_and_bins_persistent", sigma=0.5, steps=40, epochs=4, epsilons=[1.0],
+    with pytest.raises(ValueError, match="sigma"):  # σ/√E = 0.04 is below the bracket's range (0.05)
+        epscert.certify(sampler="balls_and_bins_persistent", sigma=0.08, steps=40, epochs=4, epsilons=[1.0],
                         method="pld_upper")
 
 

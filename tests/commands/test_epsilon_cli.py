@@ -55,9 +55,9 @@ def test_epsilon_says_what_monte_carlo_needs_where_nothing_else_answers(capsys):
 
 
 def test_epsilon_table_monte_carlo_progress_where_it_runs(capsys):
-    # σ = 0.25 is below the bracket's range: Monte Carlo runs (and reports progress), then domination
-    argv = ["epsilon", "--noise-multiplier", "0.25", "--steps", "5", "--delta", "1e-2", "--samples", "2000",
-            "--no-context"]
+    # E = 1001 is beyond the bracket's range: Monte Carlo runs (and reports progress), then domination
+    argv = ["epsilon", "--noise-multiplier", "30", "--steps", "5", "--epochs", "1001", "--delta", "1e-2",
+            "--samples", "2000", "--no-context"]
     assert cli.main(argv) == 0
     captured = capsys.readouterr()
     assert "epscert: sampling" in captured.err and "ETA" in captured.err

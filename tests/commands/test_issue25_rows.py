@@ -104,15 +104,15 @@ def test_row13_jax_backend_without_jax_is_refused_before_any_work(tmp_path, caps
 def test_row14_a_backend_never_duplicates_a_row(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(backends, "jax_installed", lambda: False)  # auto is numpy here, certainly
     spec = tmp_path / "spec.yaml"
-    spec.write_text("sampler: [balls_and_bins, poisson]\nsigma: [0.25, 1.0]\nsteps: 10\nsamples: 200\n"
+    spec.write_text("sampler: [balls_and_bins, poisson]\nsigma: [0.04, 1.0]\nsteps: 10\nsamples: 200\n"
                     "epsilons: [1]\nbackend: [auto, numpy]\n")
     from pipelines import sweep
 
     job = sweep.prepare([str(spec), "--output", str(tmp_path / "out"), "--dry-run"])
     # 4 configurations, each computed once (the rows are a function of the config_id): a groupby counts
-    # nothing twice; the one that samples (σ = 0.25, below the bracket) runs on the backend auto means here
+    # nothing twice; the one that samples (σ = 0.04, below the bracket) runs on the backend auto means here
     keys = [(c.sampler.value, c.sigma) for c in job.configs]
-    assert sorted(keys) == [("balls_and_bins", 0.25), ("balls_and_bins", 1.0), ("poisson", 0.25), ("poisson", 1.0)]
+    assert sorted(keys) == [("balls_and_bins", 0.04), ("balls_and_bins", 1.0), ("poisson", 0.04), ("poisson", 1.0)]
     assert len({c.config_id for c in job.configs}) == 4
     assert {c.backend for c in job.configs} == {"numpy"}
 

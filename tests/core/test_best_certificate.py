@@ -96,19 +96,25 @@ def test_the_tightest_candidate_wins_and_monte_carlo_runs_only_where_nothing_ana
         CertifyConfig("balls_and_bins", 1.0, 10, (1.0,), methods=("cube_lower_bound",)),
         Method.CUBE_LOWER_BOUND, [1e-2])[0]["epsilon_lower"]
     assert low <= cert.value  # an upper bound sits above the analytic lower bound
-    # below the bracket's σ range Monte Carlo runs, and the smaller of it and domination wins
+    # σ = 0.25 is inside the bracket's range since issue 35 (floor 0.05): the bracket answers, no sampling
     config = CertifyConfig("balls_and_bins", 0.25, 10, (1.0,), methods=("naive",), samples=20_000)
     cert = best_certificate(config, delta=1e-2)
     methods = {r["method"] for r in cert.rows if r["direction"] == "both"}
-    assert methods == {"naive", "exact"} and cert.method == "naive"
+    assert methods == {"bracket_upper", "exact"} and cert.method == "bracket_upper"
     assert cert.value < gaussian_epsilon(0.25, 1e-2)
+    # below the bracket's σ range Monte Carlo runs, and the smaller of it and domination wins
+    config = CertifyConfig("balls_and_bins", 0.04, 10, (1.0,), methods=("naive",), samples=2_000)
+    cert = best_certificate(config, delta=1e-2)
+    values = {r["method"]: r["epsilon_upper"] for r in cert.rows if r["direction"] == "both"}
+    assert set(values) == {"naive", "exact"}
+    assert cert.value == min(values.values())  # naive reaches no ε <= 64 at σ = 0.04: domination wins
     assert any("BRACKET_MIN_SIGMA" in note for note in cert.notes)  # the limit that stopped the bracket, named
 
 
 def test_nothing_certifiable_is_inf_with_a_warning_that_says_why():
-    # truncated batches: no domination; σ = 0.25 is below the PLD bracket's range; 200 samples cannot
+    # truncated batches: no domination; σ = 0.04 is below the PLD bracket's range; 200 samples cannot
     # reach δ = 1e-6
-    acc = epscert.Accountant(noise_multiplier=0.25, steps=5, dataset_size=500, max_batch_size=300, samples=200)
+    acc = epscert.Accountant(noise_multiplier=0.04, steps=5, dataset_size=500, max_batch_size=300, samples=200)
     with pytest.warns(NotCertifiedWarning, match="samples per direction"):
         assert acc.get_epsilon(1e-6) == math.inf
     assert acc.last_certificate.samples_needed == samples_needed(1e-6, 0.01, 2)
@@ -142,9 +148,10 @@ def test_candidates_and_sweep_auto():
     assert auto_methods(config("deterministic")) == (Method.EXACT,)
     assert auto_methods(config("balls_and_bins")) == (Method.BRACKET_UPPER, Method.BRACKET_LOWER)
     assert auto_methods(config("balls_and_bins_persistent", 1.0, 4)) == (Method.BRACKET_UPPER, Method.BRACKET_LOWER)
-    # outside the bracket's range (σ < 0.3; the persistent reduction σ/√E counts) and for shuffling: Monte Carlo
-    assert auto_methods(config("balls_and_bins", 0.25)) == (Method.AUTO,)
-    assert auto_methods(config("balls_and_bins_persistent", 1.0, 16)) == (Method.AUTO,)
+    # outside the bracket's range (σ < 0.05; the persistent reduction σ/√E counts) and for shuffling: Monte Carlo
+    assert auto_methods(config("balls_and_bins", 0.25)) == (Method.BRACKET_UPPER, Method.BRACKET_LOWER)
+    assert auto_methods(config("balls_and_bins", 0.04)) == (Method.AUTO,)
+    assert auto_methods(config("balls_and_bins_persistent", 0.2, 25)) == (Method.AUTO,)  # σ/√E = 0.04
     assert auto_methods(config("shuffle")) == (Method.AUTO,)
     with pytest.raises(ValueError, match="sampler"):
         certified_methods("bogus")

@@ -29,7 +29,7 @@ def test_scalars_are_one_point_grids_and_defaults_apply():
     # method auto: the candidate `epscert epsilon` answers with, the PLD bracket (σ = 1 is in its range)
     assert config.sampler is Sampler.BALLS_AND_BINS and config.resolved == (Method.BRACKET_UPPER, Method.BRACKET_LOWER)
     assert config.samples == 100_000 and config.error_prob == 0.01 and config.shards >= 1
-    (config,) = expand({"sigma": 0.25, "steps": 5, "epsilons": 1})  # below the bracket's σ range: Monte Carlo
+    (config,) = expand({"sigma": 0.04, "steps": 5, "epsilons": 1})  # below the bracket's σ range (0.05): Monte Carlo
     assert config.resolved == (Method.IMPORTANCE,)
 
 

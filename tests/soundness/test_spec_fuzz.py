@@ -196,7 +196,7 @@ def valid_specs(draw) -> dict:
     spec: dict = {}
     if samplers != [spec_mod.DEFAULT_SAMPLER] or draw(st.booleans()):  # left out: the default sampler
         spec["sampler"] = samplers if len(samplers) > 1 or draw(st.booleans()) else samplers[0]
-    # the Balls-and-Bins PLD bracket needs σ >= 0.3 (σ/√E >= 0.3 for the persistent sampler, E <= 3)
+    # the Balls-and-Bins PLD bracket needs σ >= 0.05 (σ/√E for the persistent sampler, E <= 3); 0.6 keeps it cheap
     bracket = {"pld_upper", "pld_lower", "bracket_upper", "bracket_lower"} & set(methods) \
         and {"balls_and_bins", "balls_and_bins_persistent"} & set(samplers)
     low = 0.6 if bracket else 0.05
