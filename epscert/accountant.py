@@ -43,6 +43,7 @@ from epscert.config import (
 from epscert.batching.indices import BatchIndexSampler
 from epscert.progress import Callback
 from epscert.schema import to_table
+from epscert.matrix import prefix as prefix_math
 from epscert.matrix.strategies import Strategy, toeplitz_strategy
 
 #: Analytic methods whose value is an upper bound usable as a certificate for both questions,
@@ -118,6 +119,7 @@ class Accountant:
         #: Monte Carlo passes already drawn for this run (epsilon_at_delta.sampled): ε at a second δ reuses the
         #: passes it shares with the first (the coarse search), each answer the one a fresh accountant gives
         self._passes: dict = {}
+        self._matrix_answers: dict[tuple, dict[int, float]] = {}  # (quantity, target) -> {k: value given}
         # the prefix bracket answers mid-epoch questions for method auto and bracket_upper (pld_upper)
         self._prefix = self.auto or self.method is Method.BRACKET_UPPER
 
@@ -149,13 +151,15 @@ class Accountant:
                                  progress=self.progress, **ask)
 
     def _matrix_after(self, steps_done: int, **ask) -> Certificate:
-        """A matrix mechanism after its first k iterations.
+        """A matrix mechanism after its first k iterations, kept monotone in k (:meth:`_monotone_in_k`).
 
         With C lower-triangular, the first k outputs are y_{1..k} = C[:k, :k] x_{1..k} + σ z_{1..k}, a
         post-processing of the whole output: the whole run's certificate holds for them. A Toeplitz C
         truncated to k rows is the Toeplitz strategy of the same c_col over k iterations, so when b <= k
-        the truncated mechanism (its own pair, ceil(k/b) cycles) is certified instead, which is tighter.
-        A dense C, or k < b, takes the whole run's certificate, with a note.
+        the truncated mechanism (its own pair, ceil(k/b) cycles) is certified instead, which is tighter;
+        when k < b, only the first k bins have taken part: the pair is the k-bin pair of C_k mixed with
+        pure noise, certified through P''s certificate at δ·b/k (:mod:`epscert.matrix.prefix`).
+        A dense C takes the whole run's certificate, with a note.
         """
         strategy = self.config.strategy
         k = check_int("steps_done", steps_done, 0)
@@ -164,6 +168,10 @@ class Accountant:
                              f"steps_done={k}")
         if k == 0:
             return certificate_after(self.config, 0, **ask)
+        return self._monotone_in_k(k, self._matrix_prefix(k, **ask), **ask)
+
+    def _matrix_prefix(self, k: int, **ask) -> Certificate:
+        strategy = self.config.strategy
         if k == strategy.iterations:
             return dataclasses.replace(self._whole(self.config, progress=self.progress, **ask), steps_done=k)
         b = self.config.steps
@@ -172,12 +180,88 @@ class Accountant:
             cut = toeplitz_strategy(strategy.c_col, k)
             config = dataclasses.replace(self.config, strategy=cut, epochs=-(-k // b))
             return dataclasses.replace(self._whole(config, progress=self.progress, **ask), steps_done=k)
+        if strategy.kind == "toeplitz" and k < b:
+            try:
+                return self._below_one_cycle(k, **ask)
+            except ValueError:  # the method asked for does not apply to the k-bin run: the next whole cycle
+                pass
+        whole_cycles = min(strategy.iterations, -(-k // b) * b)
+        if strategy.kind == "toeplitz" and whole_cycles < strategy.iterations:
+            # the bracket asked by name, b not dividing k: the first k outputs are a post-processing of the
+            # first ceil(k/b)·b, whose truncated mechanism the bracket does certify (tighter than the whole run)
+            cut = toeplitz_strategy(strategy.c_col, whole_cycles)
+            config = dataclasses.replace(self.config, strategy=cut, epochs=whole_cycles // b)
+            cert = self._whole(config, progress=self.progress, **ask)
+            note = (f"after {k} of {strategy.iterations} iterations: the certificate of the first {whole_cycles} "
+                    f"(whole cycles) holds (the first k outputs are a post-processing of them)")
+            return dataclasses.replace(cert, steps_done=k, notes=cert.notes + (note,), lower=0.0, lower_method=None,
+                                       estimate=None)
         cert = self._whole(self.config, progress=self.progress, **ask)
         note = (f"after {k} of {strategy.iterations} iterations: the whole run's certificate holds (the first k "
                 f"outputs are a post-processing of all of them)")
         # the whole run's lower bound and estimate are not the first k iterations': dropped
         return dataclasses.replace(cert, steps_done=k, notes=cert.notes + (note,), lower=0.0, lower_method=None,
                                    estimate=None)
+
+    def _below_one_cycle(self, k: int, *, delta: float | None = None, epsilon: float | None = None) -> Certificate:
+        """k < b: the k-bin pair of C_k (cycle length k, one participation) subsampled at q = k/b
+        (:mod:`epscert.matrix.prefix`: ε' = log(1 + q(e^{ε*} - 1)) from P''s ε* at δ/q; δ' = q δ* at
+        the REMOVE preimage of ε'). The lower side and estimate of P' do not carry over: dropped."""
+        strategy, b = self.config.strategy, self.config.steps
+        q = k / b
+        config = dataclasses.replace(self.config, strategy=toeplitz_strategy(strategy.c_col, k), steps=k, epochs=1)
+        how = (f"after {k} of {strategy.iterations} iterations (k < b = {b}): only the first {k} bins have taken "
+               f"part, so the pair is the {k}-bin pair of C_{k} with probability q = {k}/{b} and pure noise "
+               f"otherwise; its certificate is that of the {k}-bin run through the subsampling identity")
+        if delta is not None:
+            inner = prefix_math.inner_delta(delta, q)
+            if inner is None:  # δ >= q >= the total variation of the mixture
+                cert = self._whole(config, progress=self.progress, delta=delta)
+                value = 0.0
+                how += f"; δ = {delta:g} >= q, the total variation's bound: ε = 0"
+            else:
+                cert = self._whole(config, progress=self.progress, delta=inner)
+                value = prefix_math.amplified_epsilon(cert.value, q)
+                how += f": ε = log(1 + q(e^ε* - 1)) with ε* = {cert.value:.6g} at δ/q = {inner:g}"
+            return dataclasses.replace(cert, target=delta, value=value, steps_done=k, notes=cert.notes + (how,),
+                                       lower=0.0, lower_method=None, estimate=None)
+        inner_eps = prefix_math.inner_epsilon(epsilon, q)
+        cert = self._whole(config, progress=self.progress, epsilon=inner_eps)
+        value = prefix_math.amplified_delta(cert.value, q)
+        how += f": δ = q δ* with δ* = {cert.value:.6g} at ε* = {inner_eps:.6g}"
+        return dataclasses.replace(cert, target=epsilon, value=value, steps_done=k, notes=cert.notes + (how,),
+                                   lower=0.0, lower_method=None, estimate=None)
+
+    def _monotone_in_k(self, k: int, cert: Certificate, *, delta: float | None = None,
+                       epsilon: float | None = None) -> Certificate:
+        """Answers after k iterations never fall as k grows, for one (δ) or (ε) asked.
+
+        The first k outputs are a post-processing of the first k' > k, so the true ε(δ) and δ(ε) are
+        non-decreasing in k. Hence the smallest upper bound already given at some k' >= k also bounds
+        step k (min), and raising a bound keeps it a bound (max with those given at k'' < k): the
+        reported sequence is monotone and every value is still certified (at the error probability of
+        the certificates it came from).
+        """
+        key = ("epsilon", delta) if delta is not None else ("delta", epsilon)
+        given = self._matrix_answers.setdefault(key, {})
+        value = cert.value
+        later = [v for kk, v in given.items() if kk >= k]
+        earlier = [v for kk, v in given.items() if kk < k]
+        notes = cert.notes
+        if later and min(later) < value:
+            value = min(later)
+            notes += ("lowered to the bound already certified for more iterations (the first k outputs are a "
+                      "post-processing of them)",)
+        if earlier and max(earlier) > value:
+            value = max(earlier)
+            notes += ("raised to the bound already given for fewer iterations, so that answers never fall as the "
+                      "run goes on (a larger upper bound is still an upper bound)",)
+        given[k] = value
+        if value == cert.value:
+            return cert
+        lower = min(cert.lower, value)
+        estimate = cert.estimate if cert.estimate is not None and lower <= cert.estimate <= value else None
+        return dataclasses.replace(cert, value=value, notes=notes, lower=lower, estimate=estimate)
 
     def _answer(self, cert: Certificate) -> float:
         self.last_certificate = cert

@@ -222,6 +222,14 @@ class Certificate:
     #: the steps of the run certified (None: all of them; see :mod:`epscert.inverse.prefix`)
     steps_done: int | None = None
 
+    def __post_init__(self) -> None:
+        # an estimate printed with an interval lies inside it, or is absent: a Monte Carlo point from a
+        # candidate that certified nothing (a coarse-grid point above the winning upper bound) is no
+        # estimate of this interval's quantity
+        est = self.estimate
+        if est is not None and not (math.isfinite(est) and self.lower <= est <= self.value):
+            object.__setattr__(self, "estimate", None)
+
     @property
     def finite(self) -> bool:
         return math.isfinite(self.value)

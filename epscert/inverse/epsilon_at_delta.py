@@ -97,6 +97,27 @@ def _first_below(eps: np.ndarray, values: np.ndarray, target: float) -> float:
     return float(eps[hits[0]]) if hits.size else math.inf
 
 
+def mean_crossing(eps: np.ndarray, mean: np.ndarray, target: float) -> float:
+    """Point estimate of ε(δ) from the estimated curve δ̂(ε) on an ascending grid: the first grid interval
+    where δ̂ falls to ``target``, interpolated linearly in log δ̂ (δ(ε) falls about exponentially there;
+    linearly in δ̂ where an end is 0). An estimate, not a bound: the certificate's ends are grid points
+    with a UCB or LCB; this only places the estimate between grid points instead of on one."""
+    hits = np.flatnonzero(mean <= target)
+    if not hits.size:
+        return math.inf
+    j = int(hits[0])
+    if j == 0:
+        return float(eps[0])
+    e0, e1, m0, m1 = float(eps[j - 1]), float(eps[j]), float(mean[j - 1]), float(mean[j])
+    if not (m0 > target >= m1) or e1 <= e0:
+        return e1
+    if m1 > 0.0:
+        t = (math.log(m0) - math.log(target)) / (math.log(m0) - math.log(m1))
+    else:
+        t = (m0 - target) / (m0 - m1)
+    return float(min(e1, max(e0, e0 + t * (e1 - e0))))
+
+
 def _brackets(coarse: np.ndarray, ucb: np.ndarray, deltas: Sequence[float],
               lcb: np.ndarray | None = None) -> dict[float, tuple[float, float, float]]:
     """For each δ whose crossing the coarse pass found: (lower end, one coarse step above it, and the
@@ -261,7 +282,7 @@ def mc_epsilon_rows(config: CertifyConfig, method: Method, deltas: Sequence[floa
         # the point estimate: the fine curve around the crossing, else the coarse curve
         est_eps, est_mean = (f_eps, f_mean) if delta in brackets else (c_eps, c_mean)
         pens = np.array([config_penalty(config, e) for e in est_eps]) if config.truncated else 0.0
-        row = base_row(config, method, config.direction, _first_below(est_eps, est_mean + pens, delta), wall)
+        row = base_row(config, method, config.direction, mean_crossing(est_eps, est_mean + pens, delta), wall)
         row.update(quantity="epsilon_at_delta", target_delta=delta, delta=delta, epsilon_upper=eps_up,
                    epsilon_lower=eps_low, samples=config.samples, error_prob=config.error_prob, seed=str(config.seed),
                    orders=config.orders if method.uses_order_stats else None,

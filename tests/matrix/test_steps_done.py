@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 import epscert
@@ -28,11 +30,16 @@ def test_a_toeplitz_prefix_is_the_truncated_strategy_and_never_above_the_run():
     assert acc.get_epsilon(DELTA, steps_done=20) == whole
 
 
-def test_fewer_iterations_than_a_cycle_take_the_whole_run_and_say_so():
+def test_fewer_iterations_than_a_cycle_are_the_subsampled_k_bin_run_and_say_so():
     acc = accountant(20)
     whole = acc.get_epsilon(DELTA)
-    assert acc.get_epsilon(DELTA, steps_done=3) == whole
-    assert any("post-processing" in n for n in acc.last_certificate.notes)
+    at_3 = acc.get_epsilon(DELTA, steps_done=3)
+    assert at_3 < whole
+    assert any("k < b" in n for n in acc.last_certificate.notes)
+    k_bins = epscert.Accountant(noise_multiplier=2.0, strategy=toeplitz_strategy(C_COL, 3), cycle_length=3,
+                                method="comonotone_upper_bound").get_epsilon(DELTA * 5 / 3)
+    assert at_3 == pytest.approx(math.log1p(3 / 5 * math.expm1(k_bins)), rel=1e-12) and at_3 >= math.log1p(
+        3 / 5 * math.expm1(k_bins))
     assert acc.get_epsilon(DELTA, steps_done=0) == 0.0
 
 
@@ -55,15 +62,20 @@ def test_a_whole_run_certificate_used_mid_run_keeps_no_lower_bound():
     assert cert.steps_done == 3 and cert.lower == 0.0 and cert.estimate is None and cert.lower_method is None
 
 
-def test_the_bracket_asked_by_name_mid_cycle_takes_the_whole_run():
+def test_the_bracket_asked_by_name_mid_cycle_takes_the_next_whole_cycle():
     """C = c·I with bracket_upper: a truncated run whose iterations b does not divide has no bracket, so
-    the whole run's certificate (valid by post-processing) answers instead of an error."""
+    the certificate of the first ceil(k/b)·b iterations (valid by post-processing) answers instead of an
+    error; that is the truncated mechanism's own bracket at the next multiple of b, below the whole run's."""
     acc = epscert.Accountant(noise_multiplier=6.0, strategy=toeplitz_strategy([1.0], 200), cycle_length=20,
                              method="bracket_upper")
     whole = acc.get_epsilon(1e-5)
-    assert acc.get_epsilon(1e-5, steps_done=150) == whole
+    at_150 = acc.get_epsilon(1e-5, steps_done=150)
     assert any("post-processing" in n for n in acc.last_certificate.notes)
-    assert acc.get_epsilon(1e-5, steps_done=160) < whole  # b | 160: the truncated mechanism's own bracket
+    at_160 = acc.get_epsilon(1e-5, steps_done=160)  # b | 160: the truncated mechanism's own bracket
+    assert at_150 == at_160 < whole
+    fresh = epscert.Accountant(noise_multiplier=6.0, strategy=toeplitz_strategy([1.0], 160), cycle_length=20,
+                               method="bracket_upper")
+    assert at_160 == fresh.get_epsilon(1e-5)
 
 
 def test_the_matrix_answer_names_no_bracket_limit_when_c_is_not_diagonal():
