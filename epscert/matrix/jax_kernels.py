@@ -187,6 +187,16 @@ def value_sums(sampler: mv.MatrixValueSampler, direction: Direction, key_words: 
                             progress)
 
 
+def block_kernel(sampler, direction: Direction):
+    """(n, jit(base key, block index, ε grid)) of one block: the naive losses (n,) or the value estimator's
+    log-values (|ε|, n), nothing summed (benchmarks: the device's own rate)."""
+    n_block = fixed_block_size(width(sampler))
+    if isinstance(sampler, MatrixPairSampler):
+        loss = _naive_loss_fn(sampler.pair, direction.value, n_block)
+        return n_block, lambda base, b, eps: loss(base, b)
+    return n_block, _value_jit(_value_fn(*_kernel_key(sampler, direction, n_block)))
+
+
 def _kernel_key(sampler: mv.MatrixValueSampler, direction: Direction, n_block: int) -> tuple:
     """What changes a value kernel: the pair, the method, the direction, the block size, the tilt order and,
     for the importance estimator only (its thresholds and truncation), ε0 = min of the grid. The grid itself
