@@ -8,16 +8,19 @@ the convex log S converges monotonically, and the numpy path stops early only on
 
 Stream (SPEC §10, as :mod:`epscert.montecarlo.backends.jax_backend`): the base key of one
 direction of one stream is built from :func:`epscert.rng.stream_key_words`; block g of the stream
-uses ``fold_in(base, g)``, split into the keys of its draws. The block size depends on the
-configuration and the stream's sample count only (never on the device or the shard layout: a shard
-draws the blocks its range touches and keeps its positions), so CPU and GPU, and every shard
-layout, draw the same numbers.
+uses ``fold_in(base, g)``, split into the keys of its draws. The block size
+(:func:`epscert.montecarlo.backends.jax_backend.fixed_block_size`) depends on the configuration only (never
+on the sample count, the device or the shard layout: a shard draws the blocks its range touches and keeps
+its positions, the last block masked), so CPU and GPU, and every shard layout, draw the same numbers, and
+one compiled kernel serves every sample count; the ε grid is an argument of the kernels, not a constant.
 
 Precision: float64 throughout. ``naive`` losses are reduced on the device to the exact integer
 grid sums of :func:`epscert.montecarlo.backends.jax_backend.grid_halves`. The value estimators
-return the *logs* of their values (formed in log space on the device, so XLA's flush of subnormal
-results cannot touch them); the host exponentiates them in IEEE float64 and sums them exactly
-(units 2**-1126) with the numpy path's code.
+form the *logs* of their values (log space on the device, so XLA's flush of subnormal results cannot
+touch them); :func:`value_sums` turns them into IEEE bit patterns without forming a subnormal float
+(:func:`epscert.montecarlo.backends.jax_backend.log_value_bits`) and sums Y, Y² and the truncated
+min(Y, τ_k) exactly on the device (units 2**-1126, the same integers as the host's RowSums of those
+values); :func:`value_blocks` (the fallback, tests, benchmarks) brings the logs to the host instead.
 """
 
 from __future__ import annotations

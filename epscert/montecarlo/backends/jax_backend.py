@@ -11,7 +11,9 @@ Stream (SPEC §10). The base key of one direction of one stream is the threefry 
 the two words :func:`epscert.rng.stream_key_words` hashes from (root seed, configuration key,
 stream index, direction index); block g of the stream (samples [g·n, (g+1)·n)) uses
 ``fold_in(base, g)`` and epoch e of the block ``fold_in(block_key, e)``. The block size n is a
-function of (width, stream sample count) only, never of the device or the shard layout: a shard
+function of (width, stream sample count) only (:func:`block_size`, DP-SGD's kernels) or of the width
+only (:func:`fixed_block_size`, the matrix mechanism's: one compile for every sample count), never of
+the device or the shard layout: a shard
 (samples [a, a + m) of the stream) runs the blocks it touches at full size and masks the
 samples outside [a, a + m), so every layout sums the same samples, and CPU and GPU draw the
 same numbers (threefry is platform independent); the numpy backend draws a different, equally
@@ -25,7 +27,9 @@ power of two and q < 2**53), and q is summed in int64 as 27 + 26 bit halves, whi
 overflow below 2**36 values. Integer addition is exact in any order, so the host merges
 the blocks into the accumulator with no rounding at all: certificates are computed from
 sums with the same exactness as on the numpy backend (the UCB stays valid because the
-rounding only raises each Y).
+rounding only raises each Y). Value estimators (:func:`drain_value_sums`) keep per-(ε, exponent)
+int64 significand counts on the device and fold them into the exact sums in units 2**-1126 of
+:mod:`epscert.montecarlo.exactfloat` on the host: no rounding at all beyond the values' own.
 """
 
 from __future__ import annotations
