@@ -8,6 +8,9 @@ device:
 - ``kernel/s``: REMOVE, ε in {3, 4}, the per-block call as issue 23 measured it (the naive grid sums;
   the value kernels' logs fetched, exponentiated on the host and summed there, Y only);
 - ``device/s``: REMOVE, the value kernel's jitted block alone, synchronised (no transfer, no sums);
+  ``dev13/s``: the same kernels at the 13-point grid, REMOVE and ADD combined per direction-sample
+  (2 / (1/r_remove + 1/r_add)): what the end-to-end call would reach with no cost outside the kernels;
+  ``e2e/dev13`` the end-to-end call's share of it (the rest is the sums, transfers and host work);
 - ``e2e/s``: ``epscert.certify(backend="jax")`` as the Accountant's search calls it (a 13-point ε grid
   3..6, direction both, rows built), per direction-sample: 2 · N / wall seconds of a second call
   (N = ``--e2e-samples``, whole blocks), after a first call at 10^4 samples; ``e2e/kernel`` its ratio to
@@ -69,17 +72,18 @@ def e2e(method: str, strategy, sigma: float, samples: int) -> dict:
             "second_compile_seconds": sum(second), "second_compiles": len(second)}
 
 
-def device_rate(sampler, method: str, words, min_seconds: float) -> float:
-    """Samples/s of the jitted REMOVE block kernel alone (losses or log-values), synchronised per block."""
+def device_rate(sampler, method: str, words, min_seconds: float, direction=None, grid=EPS) -> float:
+    """Samples/s of the jitted block kernel alone (losses or log-values; REMOVE unless ``direction``) at ``grid``,
+    synchronised per block."""
     import jax
 
     from epscert.config import Direction
     from epscert.matrix import jax_kernels as jm
 
-    n, kernel = jm.block_kernel(sampler, Direction.REMOVE)
+    n, kernel = jm.block_kernel(sampler, Direction.REMOVE if direction is None else direction)
     with jax.enable_x64(True):
         base = jax.random.wrap_key_data(np.asarray(words, dtype=np.uint32), impl="threefry2x32")
-        eps = jax.numpy.asarray(EPS)
+        eps = jax.numpy.asarray(grid)
         fn = lambda b: kernel(base, b, eps)  # noqa: E731
         fn(0).block_until_ready()
         calls, start = 0, time.perf_counter()
@@ -117,7 +121,8 @@ def main(argv=None) -> None:
     device = jax_backend.device_name()
     print(f"device: {device}; host: {platform.node()} {platform.processor() or platform.machine()}; jax {jax.__version__}; "
           f"n=2000 b=100 bands={args.bands} sigma={args.sigma}; REMOVE; float64")
-    print("method       kernel/s   device/s   e2e/s      e2e/kernel  c1_s    c1  c2  numpy1core/s  kernel/numpy  "
+    print("method       kernel/s   device/s   dev13/s    e2e/s      e2e/kernel  e2e/dev13  c1_s    c1  c2  numpy1core/s  "
+          "kernel/numpy  "
           "mean(eps=4) jax / numpy        z")
     rows = []
     words = stream_key_words(0, 1, 0, 0)
@@ -168,16 +173,26 @@ def main(argv=None) -> None:
         v_np = max(s2[-1] / count - m_np**2, 1e-300) / count
         v_j = max(jsum.mean_sq(len(EPS) - 1) - m_j**2, 1e-300) / jsum.count
         z = (m_j - m_np) / math.sqrt(v_np + v_j)
-        dev_rate = device_rate(sampler, method, words, args.seconds) if hasattr(jax_matrix, "block_kernel") else math.nan
+        dev_rate = dev13 = math.nan
+        if hasattr(jax_matrix, "block_kernel"):  # absent before issue 34
+            dev_rate = device_rate(sampler, method, words, args.seconds)
+            s13 = sampler
+            if method != "naive":
+                s13 = MatrixValueSampler(pair, method, min(E2E_GRID),
+                                         order=choose_order(pair, E2E_GRID) if method == "tilted" else None)
+            r_rem, r_add = (device_rate(s13, method, words, args.seconds, dd, E2E_GRID)
+                            for dd in (Direction.REMOVE, Direction.ADD))
+            dev13 = 2.0 / (1.0 / r_rem + 1.0 / r_add)
         end = e2e(method, strategy, args.sigma, e2e_samples)
         ratio = end["e2e_direction_samples_per_s"] / jax_rate
         row = {"method": method, "jax_samples_per_s": jax_rate, "device_kernel_samples_per_s": dev_rate,
-               **end, "e2e_over_kernel": ratio, "numpy_1core_samples_per_s": numpy_rate,
+               "device_grid13_both_directions_samples_per_s": dev13,
+               **end, "e2e_over_kernel": ratio, "e2e_over_device_grid13": end["e2e_direction_samples_per_s"] / dev13, "numpy_1core_samples_per_s": numpy_rate,
                "jax_over_numpy": jax_rate / numpy_rate, "compile_seconds": compile_s,
                "mean_jax_eps4": m_j, "mean_numpy_eps4": m_np, "z": z}
         rows.append(row)
-        print(f"{method:<12} {jax_rate:<10.3g} {dev_rate:<10.3g} {end['e2e_direction_samples_per_s']:<10.3g} "
-              f"{ratio:<11.3g} {end['first_compile_seconds']:<7.3g} {end['first_compiles']:<3} "
+        print(f"{method:<12} {jax_rate:<10.3g} {dev_rate:<10.3g} {dev13:<10.3g} {end['e2e_direction_samples_per_s']:<10.3g} "
+              f"{ratio:<11.3g} {row['e2e_over_device_grid13']:<10.3g} {end['first_compile_seconds']:<7.3g} {end['first_compiles']:<3} "
               f"{end['second_compiles']:<3} {numpy_rate:<13.3g} {jax_rate / numpy_rate:<13.3g} "
               f"{m_j:.4g} / {m_np:.4g}  {z:+.2f}", flush=True)
     out = Path(args.out)
