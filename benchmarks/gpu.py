@@ -11,7 +11,11 @@ with the default ranks; importance at E = 1 only, SPEC §4), REMOVE direction, 1
   of the same machine (thread variables forced to 1 before numpy loads);
 - ``bare``: samples/s of a bare jitted kernel on the same device (normal draws, the signal, a
   logsumexp, one sum; nothing else): the practical limit;
-- the ratios jax/numpy and jax/bare, and a CLT check of the two backends' δ at the first ε
+- ``e2e``: ``epscert.certify(backend="jax")`` as the Accountant's search calls it (a 13-point ε grid
+  0.25..3.25, direction both, rows built), per direction-sample of a second call at the same sample
+  count as ``jax``, after a first call at 10^4 samples; ``c1_s``/``c1``/``c2``: XLA compile seconds and
+  count of the first call, compile count of the second (jax.monitoring events);
+- the ratios jax/numpy, jax/bare and e2e/jax, and a CLT check of the two backends' δ at the first ε
   (z-score), so that a fast wrong kernel cannot pass.
 Figures are printed and saved as JSON under ``--out``, named after the device. No timing is
 asserted anywhere.
@@ -35,6 +39,30 @@ from pathlib import Path  # noqa: E402
 
 EPS = tuple(0.25 * (i + 1) for i in range(16))
 SIGMA = 0.8
+E2E_GRID = tuple(0.25 * (i + 1) for i in range(13))
+FIRST_SAMPLES = 10_000
+_COMPILE = "/jax/core/compile/backend_compile_duration"
+
+
+def e2e(steps: int, epochs: int, method: str, samples: int) -> dict:
+    """Per direction-sample rate of a second certify(backend='jax') call, and the compiles of both calls."""
+    import jax
+
+    import epscert
+
+    events: list[tuple[str, float]] = []
+    jax.monitoring.register_event_duration_secs_listener(lambda name, secs, **_kw: events.append((name, secs)))
+    kw = dict(sampler="balls_and_bins", sigma=SIGMA, steps=steps, epochs=epochs, method=method,
+              epsilons=list(E2E_GRID), direction="both", backend="jax", seed=3)
+    epscert.certify(samples=FIRST_SAMPLES, **kw)
+    first = [secs for name, secs in events if name == _COMPILE]
+    events.clear()
+    start = time.perf_counter()
+    epscert.certify(samples=samples, **kw)
+    wall = time.perf_counter() - start
+    second = [name for name, _ in events if name == _COMPILE]
+    return {"e2e_direction_samples_per_s": 2 * samples / wall, "e2e_samples": samples,
+            "first_compile_seconds": sum(first), "first_compiles": len(first), "second_compiles": len(second)}
 
 
 def _timed(fn, min_seconds: float) -> tuple[float, int]:
@@ -112,6 +140,7 @@ def case(steps: int, epochs: int, method_name: str, jax_samples: int, numpy_seco
     numpy_rate = acc[direction].count / (time.perf_counter() - start)
 
     bare = bare_rate(steps, epochs, jax_backend.block_size(steps, jax_samples), min_seconds)
+    end = e2e(steps, epochs, method_name, jax_samples)
     a, j = acc[direction], result["sums"]
     z = [(j.mean(i) - a.mean(i)) / math.sqrt(max(a.mean_sq(i) - a.mean(i) ** 2, 1e-300) / a.count
                                              + max(j.mean_sq(i) - j.mean(i) ** 2, 1e-300) / j.count)
@@ -119,7 +148,8 @@ def case(steps: int, epochs: int, method_name: str, jax_samples: int, numpy_seco
     return {"T": steps, "E": epochs, "method": method_name, "jax_samples_per_s": jax_rate,
             "numpy_1core_samples_per_s": numpy_rate, "bare_kernel_samples_per_s": bare,
             "jax_over_numpy": jax_rate / numpy_rate, "jax_over_bare": jax_rate / bare,
-            "compile_seconds": warmup, "z_eps0.25": z[0], "z_eps1.0": z[1],
+            "compile_seconds": warmup, **end, "e2e_over_jax": end["e2e_direction_samples_per_s"] / jax_rate,
+            "z_eps0.25": z[0], "z_eps1.0": z[1],
             "jax_samples": j.count, "numpy_samples": a.count}
 
 
@@ -139,7 +169,8 @@ def main(argv=None) -> None:
     rows = []
     print(f"device: {device}; host: {platform.node()} {platform.processor() or platform.machine()}; "
           f"jax {jax.__version__}; float64")
-    print("T      E   method      jax/s       numpy1core/s  bare/s      jax/numpy  jax/bare  compile_s  z")
+    print("T      E   method      jax/s       e2e/s       e2e/jax  c1_s    c1  c2  numpy1core/s  bare/s      jax/numpy  "
+          "jax/bare  compile_s  z")
     for steps, epochs in grid:
         for method in ("naive", "importance", "order_stats") if epochs == 1 else ("naive", "order_stats"):
             width = steps if method != "order_stats" else 200  # about R + 1 with the default ranks
@@ -147,6 +178,8 @@ def main(argv=None) -> None:
             row = case(steps, epochs, method, budget, args.seconds, args.seconds)
             rows.append(row)
             print(f"{steps:<6} {epochs:<3} {method:<11} {row['jax_samples_per_s']:<11.3g} "
+                  f"{row['e2e_direction_samples_per_s']:<11.3g} {row['e2e_over_jax']:<8.3g} "
+                  f"{row['first_compile_seconds']:<7.3g} {row['first_compiles']:<3} {row['second_compiles']:<3} "
                   f"{row['numpy_1core_samples_per_s']:<13.3g} {row['bare_kernel_samples_per_s']:<11.3g} "
                   f"{row['jax_over_numpy']:<10.3g} {row['jax_over_bare']:<9.3g} {row['compile_seconds']:<10.3g} "
                   f"{row['z_eps0.25']:+.2f},{row['z_eps1.0']:+.2f}", flush=True)

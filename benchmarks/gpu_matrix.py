@@ -1,13 +1,25 @@
-"""Matrix mechanism (issue 23) on the JAX backend: samples/s against numpy on one core, one run.
+"""Matrix mechanism (issues 23, 34) on the JAX backend: kernel, end to end and numpy on one core, one run.
 
-    python -m benchmarks.gpu_matrix [--seconds S] [--sigma 4.8] [--bands 16] [--out benchmarks/results]
+    python -m benchmarks.gpu_matrix [--seconds S] [--sigma 4.8] [--bands 16] [--e2e-samples N] [--out benchmarks/results]
 
-n = 2000 iterations, cycle length b = 100, banded Toeplitz c_col = binom(2i, i)/4^i (``--bands``),
-REMOVE direction, ε in {3, 4}. For each estimator (naive losses, importance, conditional and tilted values)
-it prints the samples/s of the JAX kernels on JAX's default device (the per-block call that the
-shards make, host exponentiation and exact sums included) and of the numpy sampler on one core of
-the same machine (threads forced to 1 before numpy loads), the ratio, the compile time, and a CLT
-check of the two means (z-score; different streams). No timing is asserted anywhere.
+n = 2000 iterations, cycle length b = 100, banded Toeplitz c_col = binom(2i, i)/4^i (``--bands``).
+For each estimator (naive losses, importance, conditional and tilted values) it prints, on JAX's default
+device:
+- ``kernel/s``: REMOVE, ε in {3, 4}, the per-block call as issue 23 measured it (the naive grid sums;
+  the value kernels' logs fetched, exponentiated on the host and summed there, Y only);
+- ``device/s``: REMOVE, the value kernel's jitted block alone, synchronised (no transfer, no sums);
+  ``dev13/s``: the same kernels at the 13-point grid, REMOVE and ADD combined per direction-sample
+  (2 / (1/r_remove + 1/r_add)): what the end-to-end call would reach with no cost outside the kernels;
+  ``e2e/dev13`` the end-to-end call's share of it (the rest is the sums, transfers and host work);
+- ``e2e/s``: ``epscert.certify(backend="jax")`` as the Accountant's search calls it (a 13-point ε grid
+  3..6, direction both, rows built), per direction-sample: 2 · N / wall seconds of a second call
+  (N = ``--e2e-samples``, whole blocks), after a first call at 10^4 samples; ``e2e/kernel`` its ratio to
+  kernel/s;
+- ``c1_s``, ``c1``, ``c2``: the XLA compile seconds and compile count of the first call and the compile
+  count of the second one (jax.monitoring events; the second call has another sample count);
+- ``numpy/s``: the numpy sampler on one core of the same machine (threads forced to 1 before numpy
+  loads), and a CLT check of the kernel's and numpy's REMOVE means at ε = 4 (z-score; different streams).
+No timing is asserted anywhere.
 """
 
 from __future__ import annotations
@@ -29,6 +41,56 @@ import numpy as np  # noqa: E402
 from scipy import special  # noqa: E402
 
 EPS = (3.0, 4.0)
+E2E_GRID = tuple(3.0 + 0.25 * i for i in range(13))
+_COMPILE = "/jax/core/compile/backend_compile_duration"
+#: Samples of the first (compiling) certify call, as the issue's profile warmed up.
+FIRST_SAMPLES = 10_000
+
+
+def e2e(method: str, strategy, sigma: float, samples: int) -> dict:
+    """Wall seconds of certify(backend='jax') at ``samples`` (a second call) and the compiles of both calls."""
+    import jax
+
+    import epscert
+
+    events: list[tuple[str, float]] = []
+    jax.monitoring.register_event_duration_secs_listener(lambda name, secs, **_kw: events.append((name, secs)))
+    kw = dict(sampler="balls_and_bins_persistent", sigma=sigma, steps=100, strategy=strategy, method=method,
+              epsilons=list(E2E_GRID), direction="both", backend="jax", seed=3)
+    start = time.perf_counter()
+    epscert.certify(samples=FIRST_SAMPLES, **kw)
+    first_s = time.perf_counter() - start
+    first = [secs for name, secs in events if name == _COMPILE]
+    events.clear()
+    start = time.perf_counter()
+    rows = epscert.certify(samples=samples, **kw).to_pylist()
+    wall = time.perf_counter() - start
+    second = [secs for name, secs in events if name == _COMPILE]
+    assert rows and all(r["samples"] == samples for r in rows)
+    return {"e2e_direction_samples_per_s": 2 * samples / wall, "e2e_seconds": wall, "e2e_samples": samples,
+            "first_call_seconds": first_s, "first_compile_seconds": sum(first), "first_compiles": len(first),
+            "second_compile_seconds": sum(second), "second_compiles": len(second)}
+
+
+def device_rate(sampler, method: str, words, min_seconds: float, direction=None, grid=EPS) -> float:
+    """Samples/s of the jitted block kernel alone (losses or log-values; REMOVE unless ``direction``) at ``grid``,
+    synchronised per block."""
+    import jax
+
+    from epscert.config import Direction
+    from epscert.matrix import jax_kernels as jm
+
+    n, kernel = jm.block_kernel(sampler, Direction.REMOVE if direction is None else direction)
+    with jax.enable_x64(True):
+        base = jax.random.wrap_key_data(np.asarray(words, dtype=np.uint32), impl="threefry2x32")
+        eps = jax.numpy.asarray(grid)
+        fn = lambda b: kernel(base, b, eps)  # noqa: E731
+        fn(0).block_until_ready()
+        calls, start = 0, time.perf_counter()
+        while time.perf_counter() - start < min_seconds:
+            calls += 1
+            fn(calls).block_until_ready()
+        return calls * n / (time.perf_counter() - start)
 
 
 def main(argv=None) -> None:
@@ -36,6 +98,9 @@ def main(argv=None) -> None:
     parser.add_argument("--seconds", type=float, default=4.0, help="least seconds per timed figure")
     parser.add_argument("--sigma", type=float, default=4.8)
     parser.add_argument("--bands", type=int, default=16)
+    parser.add_argument("--e2e-samples", type=int, default=1 << 17, help="samples of the timed certify call")
+    parser.add_argument("--budget", type=int, default=1 << 17, help="samples per timed kernel call")
+    parser.add_argument("--methods", default="naive,importance,conditional,tilted")
     parser.add_argument("--out", default=str(Path(__file__).resolve().parent / "results"))
     args = parser.parse_args(argv)
     import jax
@@ -56,15 +121,21 @@ def main(argv=None) -> None:
     device = jax_backend.device_name()
     print(f"device: {device}; host: {platform.node()} {platform.processor() or platform.machine()}; jax {jax.__version__}; "
           f"n=2000 b=100 bands={args.bands} sigma={args.sigma}; REMOVE; float64")
-    print("method       jax/s        numpy1core/s  ratio    compile_s  mean(eps=4) jax / numpy        z")
+    print("method       kernel/s   device/s   dev13/s    e2e/s      e2e/kernel  e2e/dev13  c1_s    c1  c2  numpy1core/s  "
+          "kernel/numpy  "
+          "mean(eps=4) jax / numpy        z")
     rows = []
     words = stream_key_words(0, 1, 0, 0)
     d = Direction.REMOVE
-    for method in ("naive", "importance", "conditional", "tilted"):
+    for method in args.methods.split(","):
         order = choose_order(pair, EPS) if method == "tilted" else None
         sampler = (MatrixPairSampler(pair) if method == "naive"
                    else MatrixValueSampler(pair, method, min(EPS), order=order))
-        budget = 1 << 20 if method != "conditional" else 1 << 16
+        # whole blocks: a fixed block is drawn whole (a smaller budget would time masked-out samples)
+        fixed = getattr(jax_backend, "fixed_block_size", None)  # absent before issue 34 (baseline runs)
+        n_block = fixed(jax_matrix.width(sampler)) if fixed else 1
+        budget = max(args.budget, n_block) if method != "conditional" else max(args.budget >> 4, n_block)
+        e2e_samples = max(args.e2e_samples, n_block) if method != "conditional" else max(args.e2e_samples >> 4, n_block)
         start = time.perf_counter()
         if method == "naive":
             run = lambda n: jax_matrix.naive_sums(sampler, d, words, n, EPS)  # noqa: E731
@@ -102,18 +173,35 @@ def main(argv=None) -> None:
         v_np = max(s2[-1] / count - m_np**2, 1e-300) / count
         v_j = max(jsum.mean_sq(len(EPS) - 1) - m_j**2, 1e-300) / jsum.count
         z = (m_j - m_np) / math.sqrt(v_np + v_j)
-        row = {"method": method, "jax_samples_per_s": jax_rate, "numpy_1core_samples_per_s": numpy_rate,
+        dev_rate = dev13 = math.nan
+        if hasattr(jax_matrix, "block_kernel"):  # absent before issue 34
+            dev_rate = device_rate(sampler, method, words, args.seconds)
+            s13 = sampler
+            if method != "naive":
+                s13 = MatrixValueSampler(pair, method, min(E2E_GRID),
+                                         order=choose_order(pair, E2E_GRID) if method == "tilted" else None)
+            r_rem, r_add = (device_rate(s13, method, words, args.seconds, dd, E2E_GRID)
+                            for dd in (Direction.REMOVE, Direction.ADD))
+            dev13 = 2.0 / (1.0 / r_rem + 1.0 / r_add)
+        end = e2e(method, strategy, args.sigma, e2e_samples)
+        ratio = end["e2e_direction_samples_per_s"] / jax_rate
+        row = {"method": method, "jax_samples_per_s": jax_rate, "device_kernel_samples_per_s": dev_rate,
+               "device_grid13_both_directions_samples_per_s": dev13,
+               **end, "e2e_over_kernel": ratio, "e2e_over_device_grid13": end["e2e_direction_samples_per_s"] / dev13, "numpy_1core_samples_per_s": numpy_rate,
                "jax_over_numpy": jax_rate / numpy_rate, "compile_seconds": compile_s,
                "mean_jax_eps4": m_j, "mean_numpy_eps4": m_np, "z": z}
         rows.append(row)
-        print(f"{method:<12} {jax_rate:<12.3g} {numpy_rate:<13.3g} {jax_rate / numpy_rate:<8.3g} {compile_s:<10.3g} "
+        print(f"{method:<12} {jax_rate:<10.3g} {dev_rate:<10.3g} {dev13:<10.3g} {end['e2e_direction_samples_per_s']:<10.3g} "
+              f"{ratio:<11.3g} {row['e2e_over_device_grid13']:<10.3g} {end['first_compile_seconds']:<7.3g} {end['first_compiles']:<3} "
+              f"{end['second_compiles']:<3} {numpy_rate:<13.3g} {jax_rate / numpy_rate:<13.3g} "
               f"{m_j:.4g} / {m_np:.4g}  {z:+.2f}", flush=True)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     name = re.sub(r"[^A-Za-z0-9]+", "-", device).strip("-").lower()
     path = out / f"gpu-matrix-{name}.json"
     path.write_text(json.dumps({"device": device, "host": platform.node(), "jax": jax.__version__, "sigma": args.sigma,
-                                "bands": args.bands, "n": 2000, "b": 100, "epsilons": EPS, "rows": rows}, indent=1))
+                                "bands": args.bands, "n": 2000, "b": 100, "epsilons": EPS, "e2e_grid": E2E_GRID,
+                                "rows": rows}, indent=1))
     print(f"saved {path}")
 
 

@@ -8,16 +8,19 @@ the convex log S converges monotonically, and the numpy path stops early only on
 
 Stream (SPEC §10, as :mod:`epscert.montecarlo.backends.jax_backend`): the base key of one
 direction of one stream is built from :func:`epscert.rng.stream_key_words`; block g of the stream
-uses ``fold_in(base, g)``, split into the keys of its draws. The block size depends on the
-configuration and the stream's sample count only (never on the device or the shard layout: a shard
-draws the blocks its range touches and keeps its positions), so CPU and GPU, and every shard
-layout, draw the same numbers.
+uses ``fold_in(base, g)``, split into the keys of its draws. The block size
+(:func:`epscert.montecarlo.backends.jax_backend.fixed_block_size`) depends on the configuration only (never
+on the sample count, the device or the shard layout: a shard draws the blocks its range touches and keeps
+its positions, the last block masked), so CPU and GPU, and every shard layout, draw the same numbers, and
+one compiled kernel serves every sample count; the ε grid is an argument of the kernels, not a constant.
 
 Precision: float64 throughout. ``naive`` losses are reduced on the device to the exact integer
 grid sums of :func:`epscert.montecarlo.backends.jax_backend.grid_halves`. The value estimators
-return the *logs* of their values (formed in log space on the device, so XLA's flush of subnormal
-results cannot touch them); the host exponentiates them in IEEE float64 and sums them exactly
-(units 2**-1126) with the numpy path's code.
+form the *logs* of their values (log space on the device, so XLA's flush of subnormal results cannot
+touch them); :func:`value_sums` turns them into IEEE bit patterns without forming a subnormal float
+(:func:`epscert.montecarlo.backends.jax_backend.log_value_bits`) and sums Y, Y² and the truncated
+min(Y, τ_k) exactly on the device (units 2**-1126, the same integers as the host's RowSums of those
+values); :func:`value_blocks` (the fallback, tests, benchmarks) brings the logs to the host instead.
 """
 
 from __future__ import annotations
@@ -30,9 +33,9 @@ from epscert.matrix import kernels as mk
 from epscert.matrix import values as mv
 from epscert.matrix.loss_tilt import draw_tuples, remove_tilt_log_values
 from epscert.montecarlo.accumulator import DirectionSums
-from epscert.montecarlo.backends.jax_backend import FETCH_EVERY, block_size, drain_sums, loss_block_sums
+from epscert.montecarlo.backends.jax_backend import (FETCH_EVERY, drain_sums, drain_value_sums, fixed_block_size,
+                                                     loss_block_sums, ndtri_exp)
 from epscert.rng import block_ranges
-from epscert.montecarlo.backends.jax_backend import ndtri_exp
 from epscert.matrix.pair import MatrixPairSampler
 from epscert.names import Direction, Method
 
@@ -93,7 +96,7 @@ def naive_sums(sampler: MatrixPairSampler, direction: Direction, key_words: np.n
                stream_samples: int | None = None) -> DirectionSums:
     """Exact sums (count, ΣY, ΣY² on the 2**-52 grid) of the naive losses of one direction at positions
     [start, start + samples) of a stream of ``stream_samples`` samples (default start + samples)."""
-    n_block = block_size(width(sampler), start + samples if stream_samples is None else stream_samples)
+    n_block = fixed_block_size(width(sampler))
     fn = _naive_compiled(sampler.pair, direction.value, n_block)
     return drain_sums(fn, key_words, epsilons, n_block, start, samples, progress)
 
@@ -156,18 +159,19 @@ def tilt_tuples(sampler: mv.MatrixValueSampler, key, n: int) -> np.ndarray:
 def value_blocks(sampler: mv.MatrixValueSampler, direction: Direction, key_words: np.ndarray, samples: int,
                  epsilons: tuple[float, ...], start: int = 0, stream_samples: int | None = None):
     """Yield (|ε|, n) float64 value arrays on the host, block by block: the values at positions
-    [start, start + samples) of a stream of ``stream_samples`` samples (default start + samples)."""
+    [start, start + samples) of the stream (the engine's fallback, tests and the benchmarks' kernel column;
+    certificates take :func:`value_sums`, which sums on the device)."""
     import jax
 
-    n_block = block_size(width(sampler), start + samples if stream_samples is None else stream_samples)
-    fn = _value_fn(sampler.pair, sampler.method, sampler.eps0, direction.value, n_block,
-                   tuple(float(e) for e in epsilons), getattr(sampler, "order", None))
+    n_block = fixed_block_size(width(sampler))
+    fn = _value_jit(_value_fn(*_kernel_key(sampler, direction, n_block)))
     with jax.enable_x64(True):
         base = jax.random.wrap_key_data(np.asarray(key_words, dtype=np.uint32), impl="threefry2x32")
+        eps = jax.numpy.asarray(epsilons, dtype=jax.numpy.float64)
         pending: list = []
         ranges = block_ranges(n_block, start, samples)
         for i, (b, lo, hi) in enumerate(ranges):
-            pending.append((lo, hi, fn(base, b)))
+            pending.append((lo, hi, fn(base, b, eps)))
             if len(pending) == FETCH_EVERY or i == len(ranges) - 1:
                 for lo_, hi_, logs in pending:
                     with np.errstate(under="ignore"):
@@ -175,16 +179,52 @@ def value_blocks(sampler: mv.MatrixValueSampler, direction: Direction, key_words
                 pending = []
 
 
+def value_sums(sampler: mv.MatrixValueSampler, direction: Direction, key_words: np.ndarray, samples: int,
+               epsilons: tuple[float, ...], ranges, levels: int, progress=None, start: int = 0) -> DirectionSums:
+    """Exact value sums (Y, Y², the truncated sums at τ_k = B·4^{-k}) of one direction at positions
+    [start, start + samples) of the stream, summed on the device
+    (:func:`epscert.montecarlo.backends.jax_backend.drain_value_sums`): only the histograms reach the host."""
+    n_block = fixed_block_size(width(sampler))
+    fn = _value_fn(*_kernel_key(sampler, direction, n_block))
+    return drain_value_sums(fn, key_words, tuple(float(e) for e in epsilons), ranges, levels, n_block, start, samples,
+                            progress)
+
+
+def block_kernel(sampler, direction: Direction):
+    """(n, jit(base key, block index, ε grid)) of one block: the naive losses (n,) or the value estimator's
+    log-values (|ε|, n), nothing summed (benchmarks: the device's own rate)."""
+    n_block = fixed_block_size(width(sampler))
+    if isinstance(sampler, MatrixPairSampler):
+        loss = _naive_loss_fn(sampler.pair, direction.value, n_block)
+        return n_block, lambda base, b, eps: loss(base, b)
+    return n_block, _value_jit(_value_fn(*_kernel_key(sampler, direction, n_block)))
+
+
+def _kernel_key(sampler: mv.MatrixValueSampler, direction: Direction, n_block: int) -> tuple:
+    """What changes a value kernel: the pair, the method, the direction, the block size, the tilt order and,
+    for the importance estimator only (its thresholds and truncation), ε0 = min of the grid. The grid itself
+    is an argument of the kernel, so a new grid of the same length (same ε0 for importance) compiles nothing."""
+    eps0 = sampler.eps0 if sampler.method == "importance" else 0.0
+    return sampler.pair, sampler.method, eps0, direction.value, n_block, getattr(sampler, "order", None)
+
+
 @functools.lru_cache(maxsize=16)
-def _value_fn(pair, method: str, eps0: float, direction: str, n: int, epsilons: tuple[float, ...],
-              order: int | None = None):
-    """jit(base key, block index) -> (|ε|, n) logs of the values of one block."""
+def _value_jit(fn):
+    import jax
+
+    return jax.jit(fn)
+
+
+@functools.lru_cache(maxsize=16)
+def _value_fn(pair, method: str, eps0: float, direction: str, n: int, order: int | None = None):
+    """(base key, block index, ε grid) -> (|ε|, n) logs of the values of one block (traceable, not jitted: the
+    callers jit it with or without the device sums). Cached per configuration, so the compiled kernels are too;
+    the ε grid is an argument, so a new grid of the same length compiles nothing."""
     import jax
     import jax.numpy as jnp
 
     sampler = mv.MatrixValueSampler(pair, method, eps0, order=order)
     b = pair.bins
-    eps = list(epsilons)
     sp = JaxSpecial
     with jax.enable_x64(True):
         factor = _factor(pair, jnp)
@@ -208,7 +248,7 @@ def _value_fn(pair, method: str, eps0: float, direction: str, n: int, epsilons: 
     def top_k(x):
         return jax.lax.top_k(x, sampler.lines.top)
 
-    def values(base, blk):
+    def values(base, blk, eps):
         k_z, k_a, k_b = jax.random.split(jax.random.fold_in(base, blk), 3)
         z = jax.random.normal(k_z, (n, b), dtype=jnp.float64)
         g = mk.apply_factor(jnp, z, factor)
@@ -234,14 +274,12 @@ def _value_fn(pair, method: str, eps0: float, direction: str, n: int, epsilons: 
         return mv.remove_importance_log_values(jnp, sp, g, comp, mode, u, g_rows, kriging, thresholds,
                                                log_p[comp, mode], half, sampler.log_m, eps)
 
-    return jax.jit(values)
-
-
+    return values
 
 
 def shard_block(sampler, method: Method, directions, samples: int) -> int:
-    """The engine's protocol: samples per device block of a stream of ``samples`` samples."""
-    return block_size(width(sampler), samples)
+    """The engine's protocol: samples per device block (:func:`fixed_block_size`: independent of ``samples``)."""
+    return fixed_block_size(width(sampler))
 
 
 def shard_loss_sums(sampler, method: Method, direction: Direction, key_words: np.ndarray, samples: int,
@@ -255,3 +293,10 @@ def shard_value_blocks(sampler, method: Method, direction: Direction, key_words:
                        epsilons: tuple[float, ...], start: int = 0, stream_samples: int | None = None):
     """The engine's protocol: the host value arrays of one direction (:func:`value_blocks`)."""
     return value_blocks(sampler, direction, key_words, samples, epsilons, start, stream_samples)
+
+
+def shard_value_sums(sampler, method: Method, direction: Direction, key_words: np.ndarray, samples: int,
+                     epsilons: tuple[float, ...], ranges, levels: int, progress=None, start: int = 0,
+                     stream_samples: int | None = None) -> DirectionSums:
+    """The engine's protocol: exact value sums of one direction, summed on the device (:func:`value_sums`)."""
+    return value_sums(sampler, direction, key_words, samples, epsilons, ranges, levels, progress, start)

@@ -25,7 +25,11 @@ The protocol (:mod:`epscert.montecarlo.protocol` has the two abstract bases):
   sampler, ``shard_loss_sums(sampler, method, direction, key_words, samples, epsilons, progress, start,
   stream_samples)`` -> exact :class:`~epscert.montecarlo.accumulator.DirectionSums`; for a value
   sampler, ``shard_value_blocks(sampler, method, direction, key_words, samples, epsilons, start,
-  stream_samples)`` -> host (|ε|, m) value arrays. The shared device machinery (blocks, exact grid
+  stream_samples)`` -> host (|ε|, m) value arrays and, optionally, ``shard_value_sums(sampler, method,
+  direction, key_words, samples, epsilons, ranges, levels, progress, start, stream_samples)`` -> the same
+  exact sums as the host would form (Y, Y², min(Y, τ_k)), summed on the device (taken where offered).
+  ``shard_block`` is a function of the configuration only for the matrix kernels (one compile serves every
+  sample count); the DP-SGD kernels still cap it by the stream's sample count. The shared device machinery (blocks, exact grid
   sums, the key scheme) is :mod:`epscert.montecarlo.backends.jax_backend`.
 
 Whatever the sampler, a run is one stream of blocks keyed by (seed, configuration key, stream,

@@ -16,6 +16,8 @@ row, so the float64 weights add exactly.
 
 from __future__ import annotations
 
+import bisect
+import math
 
 import numpy as np
 
@@ -98,3 +100,81 @@ class RowSums:
         """The exact sums so far, per row (units 2**-UNIT_LOG2)."""
         self._flush()
         return list(self.ints)
+
+
+#: Bins per row of an IEEE histogram (:func:`fold_ieee_histogram`): one per biased exponent field E in
+#: [0, 2047), E = 2047 (inf, NaN) included so that a device can report non-finite values.
+IEEE_BINS = 2048
+
+
+def ieee_bin_units(e: int) -> int:
+    """log2 of the unit, in units 2**-UNIT_LOG2, of the integer significand q of a float64 with biased exponent
+    field E: the value is q · 2**(max(E, 1) - 1075) with q = M + 2**52·[E > 0] (M the 52 stored bits), i.e.
+    q << (max(E, 1) + 51) units 2**-UNIT_LOG2 (the shift is >= 52: every float64 is a whole number of units)."""
+    return max(int(e), 1) - 1075 + UNIT_LOG2
+
+
+def fold_ieee_histogram(y_hist: np.ndarray, y2_hist: np.ndarray, ranges, levels: int) -> tuple[list, list, list]:
+    """Exact (Σ Y, Σ Y², Σ min(Y, τ_k)) per row from per-(row, exponent) significand counts (units 2**-UNIT_LOG2).
+
+    ``y_hist`` (rows, IEEE_BINS, 2, 3) int64: for the values Y of a row whose biased exponent field is E and
+    whose 52 stored bits M are <= (flag 0) or > (flag 1) the row's threshold M_τ, the sums of q >> 26, of
+    q & (2**26 - 1) and the count (q the integer significand of :func:`ieee_bin_units`); ``y2_hist``
+    (rows, IEEE_BINS, 3): the same for the squares, flags merged. ``ranges`` B per row (float64 > 0): the
+    levels τ_k = B·4^{-k}, k < ``levels`` (:func:`epscert.bounds.truncation_levels`), must be normal floats
+    that share B's stored bits M_τ (:func:`levels_share_mantissa`), the flag's threshold.
+
+    Why the truncated sums are exact: for every level, the values of a bin below τ_k's exponent are <= τ_k
+    and add themselves, those of a bin above are > τ_k and add τ_k each; in τ_k's own bin, the order of two
+    non-negative floats with the same exponent is the order of their stored bits, so flag 0 holds exactly
+    the values <= τ_k. Every term is an integer in units 2**-UNIT_LOG2, so Σ min(Y, τ_k) is exactly the sum
+    the numpy path forms from the same values (:class:`RowSums` of ``np.minimum(Y, τ_k)``). Values with
+    E = 2047 (inf or NaN) raise FloatingPointError.
+    """
+    y_hist, y2_hist = np.asarray(y_hist), np.asarray(y2_hist)
+    rows = y_hist.shape[0]
+    if y_hist[:, IEEE_BINS - 1].any() or y2_hist[:, IEEE_BINS - 1].any():
+        raise FloatingPointError("a sampled value is not finite")
+    sum_y, sum_y2, extra = [], [], []
+    for r in range(rows):
+        tau_bits = int(np.float64(ranges[r]).view(np.int64))
+        m_tau, e_tau0 = tau_bits & ((1 << 52) - 1), tau_bits >> 52
+        per_e = {}  # E -> [units of flag 0, units of flag 1, count of flag 0, count of flag 1]
+        for e, flag in zip(*np.nonzero(y_hist[r, :, :, 2])):
+            hi, lo, cnt = (int(v) for v in y_hist[r, e, flag])
+            per_e.setdefault(int(e), [0, 0, 0, 0])
+            per_e[int(e)][flag] += ((hi << _LO_BITS) + lo) << ieee_bin_units(e)
+            per_e[int(e)][2 + flag] += cnt
+        total2 = 0
+        for e in np.flatnonzero(y2_hist[r, :, 2]).tolist():
+            hi, lo = int(y2_hist[r, e, 0]), int(y2_hist[r, e, 1])
+            total2 += ((hi << _LO_BITS) + lo) << ieee_bin_units(e)
+        exps = sorted(per_e)
+        below, above = [0], [0]  # below[i]: units of bins exps[:i]; above[i]: count of bins exps[i:]
+        for e in exps:
+            below.append(below[-1] + per_e[e][0] + per_e[e][1])
+        for e in reversed(exps):
+            above.append(above[-1] + per_e[e][2] + per_e[e][3])
+        above.reverse()
+        sum_y.append(below[-1])
+        sum_y2.append(total2)
+        for k in range(levels):
+            e_tau = e_tau0 - 2 * k
+            tau_units = ((1 << 52) + m_tau) << ieee_bin_units(e_tau)
+            i = bisect.bisect_left(exps, e_tau)
+            if i < len(exps) and exps[i] == e_tau:
+                u0, _, _, c1 = per_e[e_tau]
+                extra.append(below[i] + u0 + tau_units * (c1 + above[i + 1]))
+            else:
+                extra.append(below[i] + tau_units * above[i])
+    return sum_y, sum_y2, extra
+
+
+def levels_share_mantissa(ranges, levels: int) -> bool:
+    """Whether every τ_k = B·4^{-k} (k < ``levels``) of every B in ``ranges`` is a normal float64 with B's
+    stored bits (true unless B·4^{-levels+1} falls below 2**-1022, or B is not a positive normal float)."""
+    for b in np.asarray(ranges, dtype=np.float64).ravel().tolist():
+        e = int(np.float64(b).view(np.int64)) >> 52
+        if not (math.isfinite(b) and b > 0.0 and e - 2 * (levels - 1) >= 1 and e < 2047):
+            return False
+    return True

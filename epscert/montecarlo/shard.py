@@ -27,7 +27,7 @@ import numpy as np
 from epscert.bounds.truncated_lcb import LEVELS, truncation_levels
 from epscert.montecarlo import accumulator as acc_mod
 from epscert.montecarlo import backends
-from epscert.montecarlo.exactfloat import UNIT_LOG2
+from epscert.montecarlo.exactfloat import UNIT_LOG2, levels_share_mantissa
 from epscert.montecarlo.protocol import BLOCK_ELEMENTS
 from epscert.names import EPSILONS_PER_PASS, Direction, Method
 from epscert.rng import block_generator, block_ranges, stream_key_words
@@ -167,7 +167,10 @@ def run_value_shard(task: ShardTask, progress: Callable[[int], None] | None = No
                     sampler=None) -> acc_mod.Accumulator:
     """Value shard (conditional and other value estimators): per direction and ε, exact Σ Y, Σ Y² and the
     truncated sums Σ min(Y, τ_k) of :mod:`epscert.bounds.truncated_lcb` (``extra``, ε-major), same
-    stream and blocks as :func:`run_shard` (block size :func:`conditional_block`)."""
+    stream and blocks as :func:`run_shard` (numpy block size :func:`conditional_block`). On JAX the kernels'
+    ``shard_value_sums`` sums on the device where the levels τ_k share B's stored bits (B >= 2**-928: the
+    exact histogram of :func:`epscert.montecarlo.exactfloat.fold_ieee_histogram`); else the values come to
+    the host (``shard_value_blocks``) and are summed here, with the same integers either way."""
     config, method = task.config, task.method
     sampler = config.mc_sampler(method) if sampler is None else sampler
     key = config.sampling_key(method)
@@ -192,6 +195,13 @@ def run_value_shard(task: ShardTask, progress: Callable[[int], None] | None = No
                 if progress is not None:
                     progress(part.shape[1])
 
+        if backend == "jax" and hasattr(kernels, "shard_value_sums") and levels_share_mantissa(ranges, LEVELS):
+            # drawn and summed on the device: only per-exponent counts reach the host (the same integers)
+            words = stream_key_words(config.seed, key, task.stream, _DIRECTION_INDEX[direction])
+            block_sums = kernels.shard_value_sums(sampler, method, direction, words, task.samples, config.epsilons,
+                                                  ranges, LEVELS, progress, task.start, task.stream_samples)
+            acc = acc_mod.merge([acc, acc_mod.Accumulator(((direction, block_sums),))])
+            continue
         if backend == "jax":  # drawn on the device, exact sums on the host
             words = stream_key_words(config.seed, key, task.stream, _DIRECTION_INDEX[direction])
             for y in kernels.shard_value_blocks(sampler, method, direction, words, task.samples, config.epsilons,

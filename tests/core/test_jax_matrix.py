@@ -93,7 +93,7 @@ def test_jax_rows_are_deterministic_and_refuse_order_stats():
 @pytest.mark.parametrize("method", ["naive", "importance", "conditional", "tilted"])
 def test_matrix_rows_do_not_depend_on_the_shard_layout(backend, method):
     """A shard is a range of the stream (SPEC §10): 1, 2 and 5 shards of a matrix run give the same rows
-    (blocks split between shards included: 700 samples in blocks of up to 1024)."""
+    (blocks split between shards included: 700 samples in one masked block of jax_backend.fixed_block_size)."""
     kw = dict(sampler="balls_and_bins_persistent", sigma=2.0, steps=4, epsilons=[1.0], method=method,
               samples=700, strategy=toeplitz_strategy(C_COL, 10), backend=backend, seed=5)
     one, two, five = (epscert.certify(shards=s, **kw).drop(["wall_seconds"]) for s in (1, 2, 5))
@@ -118,3 +118,22 @@ def test_a_jax_value_grid_beyond_one_pass_is_refused():
     with pytest.raises(ValueError, match="at most 1000 values of epsilon"):
         epscert.certify(sampler="balls_and_bins_persistent", sigma=2.0, steps=4, epsilons=grid, method="conditional",
                         samples=100, strategy=toeplitz_strategy(C_COL, 10), backend="jax")
+
+
+@pytest.mark.parametrize("method", ["naive", "tilted", pytest.param("importance", marks=pytest.mark.slow),
+                                    pytest.param("conditional", marks=pytest.mark.slow)])
+def test_a_second_call_with_another_sample_count_compiles_nothing(method):
+    """One compile per configuration (issue 34): the block shape does not follow the sample count and the ε grid
+    is an argument of the kernels, so after a first call (which compiles: checked, so the test can fail) a
+    call with another sample count, and one with another grid of the same length, log no XLA compile."""
+    events: list[str] = []
+    jax.monitoring.register_event_duration_secs_listener(lambda name, _secs, **_kw: events.append(name))
+    kw = dict(sampler="balls_and_bins_persistent", sigma=2.0, steps=20, method=method, backend="jax",
+              strategy=toeplitz_strategy(C_COL, 200), direction="both", seed=11)
+    compiles = "/jax/core/compile/backend_compile_duration"
+    epscert.certify(samples=500, epsilons=[1.0, 2.0], **kw)
+    assert compiles in events
+    events.clear()
+    epscert.certify(samples=1700, epsilons=[1.0, 2.0], **kw)
+    epscert.certify(samples=900, epsilons=[1.0, 3.0], **kw)
+    assert compiles not in events, events

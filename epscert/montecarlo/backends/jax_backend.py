@@ -11,7 +11,9 @@ Stream (SPEC §10). The base key of one direction of one stream is the threefry 
 the two words :func:`epscert.rng.stream_key_words` hashes from (root seed, configuration key,
 stream index, direction index); block g of the stream (samples [g·n, (g+1)·n)) uses
 ``fold_in(base, g)`` and epoch e of the block ``fold_in(block_key, e)``. The block size n is a
-function of (width, stream sample count) only, never of the device or the shard layout: a shard
+function of (width, stream sample count) only (:func:`block_size`, DP-SGD's kernels) or of the width
+only (:func:`fixed_block_size`, the matrix mechanism's: one compile for every sample count), never of
+the device or the shard layout: a shard
 (samples [a, a + m) of the stream) runs the blocks it touches at full size and masks the
 samples outside [a, a + m), so every layout sums the same samples, and CPU and GPU draw the
 same numbers (threefry is platform independent); the numpy backend draws a different, equally
@@ -25,22 +27,28 @@ power of two and q < 2**53), and q is summed in int64 as 27 + 26 bit halves, whi
 overflow below 2**36 values. Integer addition is exact in any order, so the host merges
 the blocks into the accumulator with no rounding at all: certificates are computed from
 sums with the same exactness as on the numpy backend (the UCB stays valid because the
-rounding only raises each Y).
+rounding only raises each Y). Value estimators (:func:`drain_value_sums`) keep per-(ε, exponent)
+int64 significand counts on the device and fold them into the exact sums in units 2**-1126 of
+:mod:`epscert.montecarlo.exactfloat` on the host: no rounding at all beyond the values' own.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
 
 from epscert.montecarlo.accumulator import DirectionSums
+from epscert.montecarlo.exactfloat import IEEE_BINS, UNIT_LOG2, fold_ieee_histogram
 from epscert.montecarlo.exactsum import GRID_LOG2
 from epscert.rng import block_ranges
 
 #: log2 of the largest block (floats of one epoch's T x batch array): 2**24 float64 = 128 MiB.
 #: The block size shapes the stream, so it is a constant, the same on every device.
 BLOCK_LOG2 = 24
+#: log2 of the most samples in a block of :func:`fixed_block_size` (the matrix mechanism's kernels).
+FIXED_BLOCK_LOG2 = 14
 #: Blocks whose sums are fetched together (results stay on the device until then).
 FETCH_EVERY = 64
 _LO_BITS = 26
@@ -83,6 +91,14 @@ def block_size(steps: int, samples: int) -> int:
     cap = 1 << (cap.bit_length() - 1)
     want = 1 << max(0, (samples - 1).bit_length())
     return min(cap, want)
+
+
+def fixed_block_size(width: int) -> int:
+    """Samples per block of a kernel that costs ``width`` floats a sample: the largest power of two
+    <= 2**BLOCK_LOG2 / width, at most 2**FIXED_BLOCK_LOG2. A function of the configuration only, never of the
+    sample count, so one compiled kernel serves every sample count (the last block is drawn whole and masked)."""
+    cap = max(1, (1 << BLOCK_LOG2) // max(1, width))
+    return min(1 << (cap.bit_length() - 1), 1 << FIXED_BLOCK_LOG2)
 
 
 def drain_sums(fn, key_words: np.ndarray, epsilons: tuple[float, ...], n_block: int, start: int, samples: int,
@@ -162,3 +178,125 @@ def ndtri_exp(y):
     low = ndtri(jnp.exp(jnp.minimum(y, _LOG_HALF)))
     high = -ndtri(-jnp.expm1(jnp.maximum(y, _LOG_HALF)))
     return jnp.where(y < _LOG_HALF, low, high)
+
+
+#: Below this log-value, exp is formed at a shifted argument (e^{L + 64 ln 2}, a normal float) and scaled back
+#: in the exponent field; below LOG_SUBNORMAL it is formed as a count of 2**-1074 (see :func:`log_value_bits`).
+LOG_SCALED = -700.0
+LOG_SUBNORMAL = -708.0
+_SHIFT_MID = 64
+_MASK52 = (1 << 52) - 1
+_NAN_BITS = 0x7FF8000000000000
+#: Values per row folded on the device before the counts go to the host: every (row, bin) sum of
+#: 27-bit halves then stays below 2**35 · 2**27 < 2**63 (int64 exact).
+FOLD_VALUES = 1 << 35
+
+
+def log_value_bits(logs):
+    """(Traced, x64.) int64 IEEE-754 bit patterns of Y = e^L for log-values L (-inf gives 0, NaN a NaN pattern).
+
+    No subnormal float is formed on the device (XLA on CPU flushes them to zero): for L >= LOG_SCALED the
+    pattern is that of ``exp(L)``; for LOG_SUBNORMAL <= L < LOG_SCALED that of ``exp(L + 64 ln 2)`` with 64
+    taken from its exponent field (an exact scaling by 2**-64; the result is >= e^-708 > 2**-1022, normal);
+    below LOG_SUBNORMAL it is the integer k = round(e^{L + 1074 ln 2}) < 2**53, whose pattern is the float
+    k · 2**-1074 (subnormal for k < 2**52), rounded as IEEE rounds a subnormal result. Relative to e^L the
+    shifted forms add the rounding of L + c (|L| < 750: below 2**-43) and of c itself: far inside the
+    matrix rows' FLOAT_REL = 1e-9, which already covers the exponential's own few-ulp error; the absolute
+    error of the subnormal rounding (<= 2**-1075) is the host path's own.
+    """
+    import jax
+    import jax.numpy as jnp
+
+    big = logs >= LOG_SCALED
+    small = logs < LOG_SUBNORMAL
+    mid = ~big & ~small & ~jnp.isnan(logs)
+    as_bits = functools.partial(jax.lax.bitcast_convert_type, new_dtype=jnp.int64)
+    b_big = as_bits(jnp.exp(jnp.where(big, logs, 0.0)))
+    b_mid = as_bits(jnp.exp(jnp.where(mid, logs + _SHIFT_MID * math.log(2.0), 0.0))) - (_SHIFT_MID << 52)
+    k = jnp.round(jnp.exp(jnp.where(small, logs + 1074 * math.log(2.0), -jnp.inf))).astype(jnp.int64)
+    out = jnp.where(big, b_big, jnp.where(mid, b_mid, k))
+    return jnp.where(jnp.isnan(logs), jnp.int64(_NAN_BITS), out)
+
+
+def ieee_histograms(bits, bits2, m_tau, valid):
+    """(Traced, x64.) The per-(row, exponent) significand counts of :func:`epscert.montecarlo.exactfloat.fold_ieee_histogram`.
+
+    ``bits`` (R, n) int64 patterns of non-negative values Y, ``bits2`` those of Y², ``m_tau`` (R,) the stored
+    bits of each row's range B, ``valid`` (n,) the positions kept (the others add nothing). Returns (R, IEEE_BINS, 2, 3) and
+    (R, IEEE_BINS, 3) int64: Σ (q >> 26), Σ (q & (2**26 - 1)) and the count per bin, q the integer
+    significand (< 2**53). A segment sum of integers: exact in any order.
+    """
+    import jax
+    import jax.numpy as jnp
+
+    rows = bits.shape[0]
+    bits = jnp.where(valid[None, :], bits, 0)
+    bits2 = jnp.where(valid[None, :], bits2, 0)
+    row_base = jnp.arange(rows, dtype=jnp.int64)[:, None] * IEEE_BINS
+    ones = jnp.broadcast_to(valid[None, :], bits.shape).astype(jnp.int64)
+
+    def parts(b):
+        e, m = b >> 52, b & _MASK52
+        q = m + jnp.where(e > 0, jnp.int64(1 << 52), jnp.int64(0))
+        return e, m, jnp.stack([q >> _LO_BITS, q & ((1 << _LO_BITS) - 1), ones], axis=-1).reshape(-1, 3)
+
+    e, m, data = parts(bits)
+    flag = (m > m_tau[:, None]).astype(jnp.int64)
+    hist = jax.ops.segment_sum(data, ((row_base + e) * 2 + flag).ravel(), num_segments=rows * IEEE_BINS * 2)
+    e2, _, data2 = parts(bits2)
+    hist2 = jax.ops.segment_sum(data2, (row_base + e2).ravel(), num_segments=rows * IEEE_BINS)
+    return hist.reshape(rows, IEEE_BINS, 2, 3), hist2.reshape(rows, IEEE_BINS, 3)
+
+
+@functools.lru_cache(maxsize=32)
+def value_sums_step(logs_fn, n: int):
+    """jit(Y histogram, Y² histogram, base key, block index, lo, hi, ε grid, M_τ) -> the histograms plus those
+    of the block's positions [lo, hi) of ``logs_fn(base, b, eps)`` -> (|ε|, n) log-values. One compile per
+    (kernel, block size, grid length): the ε grid is an argument, not a constant."""
+    import jax
+    import jax.numpy as jnp
+
+    def step(hist, hist2, base, b, lo, hi, eps, m_tau):
+        logs = logs_fn(base, b, eps)
+        pos = jnp.arange(n)
+        valid = (pos >= lo) & (pos < hi)
+        add, add2 = ieee_histograms(log_value_bits(logs), log_value_bits(2.0 * logs), m_tau, valid)
+        return hist + add, hist2 + add2
+
+    return jax.jit(step)
+
+
+def drain_value_sums(logs_fn, key_words: np.ndarray, epsilons: tuple[float, ...], ranges, levels: int, n_block: int,
+                     start: int, samples: int, progress=None) -> DirectionSums:
+    """Exact (count, Σ Y, Σ Y², Σ min(Y, τ_k)) in units 2**-UNIT_LOG2 of the values e^L of ``logs_fn`` at positions
+    [start, start + samples) of the stream: the histograms stay on the device across blocks and reach the host
+    once per FOLD_VALUES samples (in practice once), where :func:`fold_ieee_histogram` turns them into Python
+    integers. The same integers as the numpy path's :class:`~epscert.montecarlo.accumulator.ValueSums` of the
+    same values (tested); the values are those of :func:`log_value_bits`. ``ranges`` B per ε: the levels
+    τ_k = B·4^{-k} must share B's stored bits (:func:`epscert.montecarlo.exactfloat.levels_share_mantissa`)."""
+    import jax
+    import jax.numpy as jnp
+
+    n_eps = len(epsilons)
+    step = value_sums_step(logs_fn, n_block)
+    sum_y, sum_y2, extra = [0] * n_eps, [0] * n_eps, [0] * (n_eps * levels)
+    with jax.enable_x64(True):
+        base = jax.random.wrap_key_data(np.asarray(key_words, dtype=np.uint32), impl="threefry2x32")
+        eps = jnp.asarray(epsilons, dtype=jnp.float64)
+        m_tau = jnp.asarray(np.asarray(ranges, dtype=np.float64).view(np.int64) & _MASK52)
+        zero = (jnp.zeros((n_eps, IEEE_BINS, 2, 3), jnp.int64), jnp.zeros((n_eps, IEEE_BINS, 3), jnp.int64))
+        hist, hist2 = zero
+        pending = 0
+        blocks = block_ranges(n_block, start, samples)
+        for i, (b, lo, hi) in enumerate(blocks):
+            hist, hist2 = step(hist, hist2, base, b, lo, hi, eps, m_tau)
+            pending += hi - lo
+            if progress is not None:
+                progress(hi - lo)
+            if pending + n_block > FOLD_VALUES or i == len(blocks) - 1:
+                y, y2, ex = fold_ieee_histogram(np.asarray(hist), np.asarray(hist2), ranges, levels)
+                sum_y = [a + c for a, c in zip(sum_y, y)]
+                sum_y2 = [a + c for a, c in zip(sum_y2, y2)]
+                extra = [a + c for a, c in zip(extra, ex)]
+                hist, hist2, pending = zero[0], zero[1], 0
+    return DirectionSums(samples, tuple(sum_y), tuple(sum_y2), UNIT_LOG2, tuple(extra))
