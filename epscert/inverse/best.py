@@ -283,7 +283,7 @@ def _candidate_config(config: CertifyConfig, method: Method) -> CertifyConfig | 
         if config.truncated:
             return None
         return dataclasses.replace(config, sampler=Sampler.DETERMINISTIC, methods=(Method.EXACT,),
-                                   orders=None, dataset_size=None, max_batch_size=None)
+                                   orders=None, dataset_size=None, batch_size=None, max_batch_size=None)
     return dataclasses.replace(config, methods=(method,), orders=None)
 
 

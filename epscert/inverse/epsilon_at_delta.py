@@ -207,7 +207,7 @@ def mc_epsilon_floor(config: CertifyConfig, method: Method, coarse: Sequence[flo
     β_d = β / #directions. The 'both' UCB is the max over directions. Rounded down (a floor that is
     too low only lets a hopeless run start, never skips a useful one).
     """
-    plain = dataclasses.replace(config, methods=(method,), epsilons=tuple(coarse), dataset_size=None,
+    plain = dataclasses.replace(config, methods=(method,), epsilons=tuple(coarse), dataset_size=None, batch_size=None,
                                 max_batch_size=None)
     parts = config.direction.parts()
     log_beta = math.log(config.error_prob / len(parts))
@@ -239,7 +239,7 @@ def mc_epsilon_rows(config: CertifyConfig, method: Method, deltas: Sequence[floa
     deltas = check_deltas(deltas)
     start = time.perf_counter()
     direction = config.direction.value
-    plain = dataclasses.replace(config, methods=(method,), dataset_size=None, max_batch_size=None)
+    plain = dataclasses.replace(config, methods=(method,), dataset_size=None, batch_size=None, max_batch_size=None)
     # a fixed grid: the coarse pass only searches, on its own seed (module docstring)
     fixed_grid = config.truncated or config.strategy is not None
     two_sided = config.strategy is not None  # value estimators with an LCB per ε

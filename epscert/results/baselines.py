@@ -51,7 +51,7 @@ def baseline_tasks(config: CertifyConfig) -> list[tuple[CertifyConfig, Method]]:
     for sampler, method in BASELINES:
         truncation = {}
         if sampler not in (Sampler.POISSON, Sampler.BALLS_AND_BINS):  # fixed-size batches: never truncated
-            truncation = {"dataset_size": None, "max_batch_size": None}
+            truncation = {"dataset_size": None, "batch_size": None, "max_batch_size": None}
         base = dataclasses.replace(config, sampler=sampler, methods=(method,), orders=None, **truncation)
         tasks.append((base, method))
     return tasks
