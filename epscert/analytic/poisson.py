@@ -156,13 +156,58 @@ class Bracket:
         self.mgf = {side: tilt.Mgf(f) for side, f in self.factors.items()}
         self._compositions: dict[tuple[bool, float], tilt.Composition] = {}
         self._checked: set[bool] = set()
+        self._last: tuple[float, dict] = (math.nan, {})  # reads at the last ε asked (see :meth:`_memo`)
+        self._tilts: dict[float, float] = {}  # saddle points primed for a grid (:meth:`prime_tilts`)
+        self._grid_lam: float | None = None  # the tilt of the last composition built on a grid
+
+    def _memo(self, eps: float, what: str, compute):
+        """The value of ``compute()`` for (ε, what), kept for the last ε only: on a grid the directions
+        of one ε read the same bracket in turn (the 'both' direction re-reads 'remove' and 'add'), so
+        each read is made once, and the memo never grows with the grid."""
+        if not self._last[0] == eps:
+            self._last = (eps, {})
+        memo = self._last[1]
+        if what not in memo:
+            memo[what] = compute()
+        return memo[what]
+
+    def prime_tilts(self, epsilons) -> None:
+        """Compute :meth:`tilt_for` for many ε in one pass of saddle points (:meth:`~epscert.fft.tilt.Mgf.
+        saddles`: one batch of evaluations for the whole grid, instead of a scan per ε). Kept until
+        :meth:`forget_tilts`. A tilt is a choice, not a bound: any λ >= 0 gives a certified composition."""
+        eps = sorted({float(e) for e in epsilons} - self._tilts.keys())
+        if eps:
+            self._tilts.update(zip(eps, self.mgf[True].saddles(eps)))
+        self._grid_lam = None
+
+    def forget_tilts(self) -> None:
+        self._tilts.clear()
+        self._grid_lam = None
+
+    def _grid_tilt(self, eps: float, saddle: float) -> float:
+        """On a grid read in ascending ε: the tilt of the last composition built, while it is at most
+        the saddle point λ* of ε and gives up at most TILT_SLACK nats of tilted mass near ε
+        (h(λ) <= h(λ*) + TILT_SLACK, h(λ) = Σ c log M(λ) - λε): the same criterion by which
+        :meth:`~epscert.fft.tilt.Mgf.economical` lowers a tilt for a single ε, so the relative
+        round-off stays within the same e^{TILT_SLACK}; else the per-ε tilt, which becomes the last."""
+        mgf = self.mgf[True]
+        last = self._grid_lam
+        if last is not None and last <= saddle:
+            h = mgf.values([last, saddle]) - np.asarray([last, saddle]) * eps
+            if h[0] <= h[1] + tilt.TILT_SLACK:
+                return last
+        self._grid_lam = tilt.lam_grid(mgf.economical(eps, saddle))
+        return self._grid_lam
 
     # -- compositions ----------------------------------------------------------------------------
     def tilt_for(self, eps: float) -> float:
         """The saddle-point tilt for ε, lowered while that costs at most TILT_SLACK nats of tilted
         mass near ε (:meth:`~epscert.fft.tilt.Mgf.economical`: a smaller window), snapped."""
+        saddle = self._tilts.get(eps)
+        if saddle is not None:
+            return self._memo(eps, "tilt", lambda: self._grid_tilt(eps, saddle))
         mgf = self.mgf[True]
-        return tilt.lam_grid(mgf.economical(eps, mgf.saddle(eps)))
+        return self._memo(eps, "tilt", lambda: tilt.lam_grid(mgf.economical(eps, mgf.saddle(eps))))
 
     def _window(self, upper: bool, lam: float, eps: float) -> tuple[float, float] | None:
         bottom, top = tilt.window_for(self.mgf[upper], lam, eps)
@@ -200,6 +245,10 @@ class Bracket:
 
     # -- values ----------------------------------------------------------------------------------
     def chernoff_upper(self, eps: float) -> float:
+        """See :meth:`chernoff_bound` (kept for the last ε asked)."""
+        return self._memo(eps, "chernoff", lambda: self.chernoff_bound(eps))
+
+    def chernoff_bound(self, eps: float) -> float:
         """δ(ε) <= p∞ + min_s e^{Σ log M(s) - sε}·s^s/(s+1)^{s+1} (E(1 - e^{ε-S})_+ <= E e^{s(S-ε)}·
         max_t (1 - e^{-t})e^{-st}), over s on the Chernoff grid: valid without any FFT."""
         s = tilt.TAIL_S
@@ -209,7 +258,14 @@ class Bracket:
         return min(1.0, inf_part + math.exp(min(float(np.nanmin(logs)), 0.0)))
 
     def upper(self, eps: float) -> Value:
-        """Upper bound on δ(ε): the tilted FFT where it applies, else the Chernoff bound."""
+        """Upper bound on δ(ε): the tilted FFT where it applies, else the Chernoff bound (kept for the last ε)."""
+        return self._memo(eps, "upper", lambda: self._upper(eps))
+
+    def lower(self, eps: float) -> Value:
+        """Lower bound on δ(ε) (0 where the FFT gives nothing; kept for the last ε)."""
+        return self._memo(eps, "lower", lambda: self._lower(eps))
+
+    def _upper(self, eps: float) -> Value:
         comp = self.composition(True, self.tilt_for(eps), eps)
         chern = self.chernoff_upper(eps)
         if comp is None:
@@ -219,8 +275,7 @@ class Bracket:
             return Value(chern, PLD_UPPER_BOUND, chern)
         return Value(val, PLD_UPPER_BOUND, comp.absolute(eps, True))
 
-    def lower(self, eps: float) -> Value:
-        """Lower bound on δ(ε) (0 where the FFT gives nothing)."""
+    def _lower(self, eps: float) -> Value:
         comp = self.composition(False, self.tilt_for(eps), eps)
         if comp is None:
             return Value(0.0, PLD_LOWER_BOUND, 0.0)
@@ -331,9 +386,16 @@ def delta_pair(sigma: float, steps: int, epochs: int, discretization: float, dir
     grid is the cause (variance gap). A direction whose Chernoff bound is below the other's lower
     value cannot be the max and is not composed. The upper is RDP's where that is smaller.
     """
+    return pair_at(sigma, steps, epochs, discretization, direction, eps,
+                   float(poisson_rdp_delta(sigma, steps, epochs, [eps])[0]))
+
+
+def pair_at(sigma: float, steps: int, epochs: int, discretization: float, direction: Direction,
+            eps: float, rdp: float, tail_z: float | None = None) -> tuple[Value, Value]:
+    """:func:`delta_pair` given RDP's δ(ε) (computed for a whole grid at once by :func:`pld_grid`), with
+    the tail cut ``tail_z`` if given (else sized from RDP's δ(ε))."""
     n = steps * epochs
-    rdp = float(poisson_rdp_delta(sigma, steps, epochs, [eps])[0])
-    z = tail_z_for(rdp, n)
+    z = tail_z_for(rdp, n) if tail_z is None else tail_z
     delta = float(discretization)
     best_up, best_lo = None, None
     refine = 0
@@ -375,17 +437,74 @@ def _refine_steps(width: float, target: float, left: int) -> int:
     return int(min(left, max(1, math.ceil(need))))
 
 
+#: Grids of at least this many ε go through :func:`pld_grid` (smaller ones through the per-ε cache).
+GRID_MIN = 8
+
+
+@functools.lru_cache(maxsize=4)
+def pld_grid(sigma: float, steps: int, epochs: int, discretization: float, directions: tuple[Direction, ...],
+             epsilons: tuple[float, ...]) -> dict[Direction, tuple[tuple[Value, ...], tuple[Value, ...]]]:
+    """(upper values, lower values) per direction over an ε grid: :func:`delta_pair` at each ε, with
+    what a grid shares done once (issue 35 item 5: 14,001 ε used to cost 14,001 separate answers).
+
+    - RDP's δ(ε) is one array pass (:func:`poisson_rdp_delta`);
+    - one tail cut z for the whole grid: the largest of the per-ε cuts (the one sized from the
+      smallest RDP δ on the grid), so one pair of step PMFs per direction instead of one per z. A
+      larger cut is safe at every ε: it puts less mass at +∞ (upper side) and drops less (lower
+      side), so T·E·Φ̄(z) <= TRUNCATION_SHARE·δ holds at every ε of the grid;
+    - the saddle points of all ε are one batch per bracket (:meth:`Bracket.prime_tilts`), and ε in
+      ascending order reuse the last composition's tilt while it is within TILT_SLACK nats of the
+      saddle (:meth:`Bracket._grid_tilt`): a composition is read at many ε;
+    - the directions asked are answered ε by ε, so 'both' reads what 'remove' and 'add' just read
+      (:meth:`Bracket._memo`), and ``pld_upper`` and ``pld_lower`` share this cache.
+    Every value is a certified value of the same bracket: the tail cut and the tilt are free
+    parameters of the tilted FFT (its bound holds for any), so values differ from the per-ε path's in
+    the last digits (tests/core/test_poisson_pld.py compares them), never in validity.
+    """
+    eps = np.asarray(epsilons, dtype=np.float64)
+    order = np.argsort(eps, kind="stable")
+    rdp = poisson_rdp_delta(sigma, steps, epochs, eps)
+    n = steps * epochs
+    z = max(tail_z_for(float(r), n) for r in rdp.tolist())
+    out: dict[Direction, tuple[list, list]] = {d: ([None] * eps.size, [None] * eps.size) for d in directions}
+    primed = [bracket(sigma, steps, epochs, float(discretization), d, z)
+              for d in sorted({d for direction in directions for d in direction.parts()}, key=lambda d: d.value)]
+    for b in primed:
+        b.prime_tilts(epsilons)
+    try:
+        for i in order.tolist():
+            for d in directions:
+                up, lo = pair_at(sigma, steps, epochs, float(discretization), d, float(eps[i]), float(rdp[i]), z)
+                out[d][0][i] = up
+                out[d][1][i] = lo
+    finally:
+        for b in primed:
+            b.forget_tilts()
+    return {d: (tuple(u), tuple(lo)) for d, (u, lo) in out.items()}
+
+
 def poisson_pld_values(sigma: float, steps: int, epochs: int, epsilons, direction: Direction,
-                       discretization: float, pessimistic: bool) -> list[Value]:
-    """Certified δ(ε) values (upper if ``pessimistic``), one per ε (see :func:`delta_pair`)."""
-    args = (float(sigma), int(steps), int(epochs), float(discretization), direction)
-    return [delta_pair(*args, float(e))[0 if pessimistic else 1] for e in np.atleast_1d(epsilons)]
+                       discretization: float, pessimistic: bool,
+                       directions: tuple[Direction, ...] | None = None) -> list[Value]:
+    """Certified δ(ε) values (upper if ``pessimistic``), one per ε (see :func:`delta_pair`).
+
+    A grid of GRID_MIN or more ε goes through :func:`pld_grid` for ``directions`` (default: just
+    ``direction``; a caller that will ask for several directions of the same grid names them all)."""
+    args = (float(sigma), int(steps), int(epochs), float(discretization))
+    grid = tuple(float(e) for e in np.atleast_1d(epsilons))
+    if len(grid) >= GRID_MIN:
+        dirs = (direction,) if directions is None else tuple(directions)
+        if direction not in dirs:
+            raise ValueError(f"direction={direction.value!r} is not among directions={[d.value for d in dirs]}")
+        return list(pld_grid(*args, dirs, grid)[direction][0 if pessimistic else 1])
+    return [delta_pair(*args, direction, e)[0 if pessimistic else 1] for e in grid]
 
 
 def poisson_pld_bounds(sigma: float, steps: int, epochs: int, epsilons, direction: Direction,
-                       discretization: float, pessimistic: bool) -> tuple[np.ndarray, np.ndarray, list[str]]:
+                       discretization: float, pessimistic: bool,
+                       directions: tuple[Direction, ...] | None = None) -> tuple[np.ndarray, np.ndarray, list[str]]:
     """(δ values, resolutions, bound names) of :func:`poisson_pld_values` as arrays."""
-    vals = poisson_pld_values(sigma, steps, epochs, epsilons, direction, discretization, pessimistic)
+    vals = poisson_pld_values(sigma, steps, epochs, epsilons, direction, discretization, pessimistic, directions)
     return (np.asarray([v.delta for v in vals], dtype=np.float64),
             np.asarray([v.resolution for v in vals], dtype=np.float64), [v.bound for v in vals])
 
@@ -480,12 +599,54 @@ def rdp_accountant(sigma: float, steps: int, epochs: int):
     return accountant
 
 
+@functools.lru_cache(maxsize=32)
+def rdp_terms(sigma: float, steps: int, epochs: int) -> tuple[np.ndarray, ...]:
+    """Per order α of the accountant: (α, its RDP r_α, the KL term log δ_KL, log(1 - 1/α)), with
+    log(1 - 1/α) = NaN where α <= 1.01 (no conversion at that order) and the KL term
+    0.5·log(1 - e^{-r}) (-inf where r <= 0): the ε-free parts of δ(ε) (:func:`poisson_rdp_delta`)."""
+    accountant = rdp_accountant(sigma, steps, epochs)
+    orders = np.asarray(accountant.orders, dtype=np.float64)
+    rdp = np.asarray(accountant.rdp, dtype=np.float64)
+    if orders.size == 0 or np.any(orders < 1.0):
+        raise ValueError(f"RDP orders must be >= 1, got orders={orders.tolist()}")
+    kl = np.asarray([-math.inf if r <= 0.0 else 0.5 * math.log1p(-math.exp(-r)) for r in rdp.tolist()])
+    log_a = np.asarray([math.log(a) for a in orders.tolist()])
+    l1 = np.asarray([math.log1p(-1.0 / a) if a > 1.01 else math.nan for a in orders.tolist()])
+    return orders, rdp, kl, l1, log_a
+
+
+#: ε values per vectorised block of :func:`poisson_rdp_delta` (a (block, orders) array: a few MB).
+RDP_EPSILON_BLOCK = 4096
+
+
 def poisson_rdp_delta(sigma: float, steps: int, epochs: int, epsilons) -> np.ndarray:
-    """RDP upper bound on δ_P(ε) (both directions), outward by :data:`RDP_RELATIVE`, never 0."""
-    accountant = rdp_accountant(float(sigma), int(steps), int(epochs))
-    with quiet_rdp():
-        vals = np.asarray([accountant.get_delta(float(e)) for e in np.atleast_1d(epsilons)], dtype=np.float64)
-    return np.clip(vals * (1.0 + RDP_RELATIVE), UNDERFLOW_FLOOR, 1.0)
+    """RDP upper bound on δ_P(ε) (both directions), outward by :data:`RDP_RELATIVE`, never 0.
+
+    δ(ε) = min(1, e^{min_α log δ_α(ε)}), log δ_α(ε) = min(0.5·log(1 - e^{-r_α}),
+    (α - 1)(r_α - ε + log(1 - 1/α)) - log α) (the second for α > 1.01 only): the conversion of
+    Canonne, Kamath and Steinke (2020, Proposition 12), the same formula dp_accounting's ``get_delta``
+    evaluates one ε at a time. Here it is one array pass over a whole grid (a dense grid used to cost
+    2 ms per ε): the ε-free terms are computed once per order with the same scalar functions
+    (:func:`rdp_terms`), the ε-dependent part uses only -, + and × in the same order (IEEE-exact, so
+    each value equals the scalar one bit for bit), a NaN term (r = ∞ - ∞) is skipped as ``min`` skips
+    it, and the final exponential is the scalar ``math.exp``. Negative RDP values (dp_accounting warns
+    and answers δ = 0 there) never occur for the Poisson Gaussian (r_α >= 0); they are treated as it does.
+    """
+    orders, rdp, kl, l1, log_a = rdp_terms(float(sigma), int(steps), int(epochs))
+    kl = np.where(rdp < 0.0, -math.inf, kl)
+    eps = np.atleast_1d(np.asarray(epsilons, dtype=np.float64))
+    if eps.size and not eps.min() >= 0.0:
+        raise ValueError(f"epsilon must be >= 0 for the RDP conversion, got epsilon={float(eps.min())!r}")
+    out = np.empty(eps.size, dtype=np.float64)
+    usable = orders > 1.01
+    for start in range(0, eps.size, RDP_EPSILON_BLOCK):
+        e = eps[start:start + RDP_EPSILON_BLOCK, None]
+        with np.errstate(invalid="ignore"):
+            bound = (orders - 1.0) * ((rdp - e) + l1) - log_a
+        logd = np.where(usable & (bound < kl), bound, kl)  # min(logdelta, bound): NaN keeps logdelta
+        best = np.min(logd, axis=1)
+        out[start:start + e.shape[0]] = [min(math.exp(v), 1.0) for v in best.tolist()]
+    return np.clip(out * (1.0 + RDP_RELATIVE), UNDERFLOW_FLOOR, 1.0)
 
 
 def poisson_rdp_epsilon(sigma: float, steps: int, epochs: int, target: float) -> float:
