@@ -82,6 +82,10 @@ MAX_WINDOW = 2**23
 CHECK_FACTOR = 2.0**0.25
 #: ε(δ) is read again with the tilt of the answer only if that tilt is this many octaves away.
 RETILT_OCTAVES = 0.5
+#: ε(δ): when a window reaching down to ε = 0 is wider than MAX_WINDOW, the window starts at this
+#: fraction of the guess instead (the search then runs over [bottom, Chernoff ε]: an answer below the
+#: bottom is reported as the bottom on the upper side, and the lower side only finds points above it).
+WINDOW_FALLBACK = 0.5
 #: Bisection steps of ε(δ) (relative precision 2^-50 of the bracket).
 EPSILON_STEPS = 60
 
@@ -297,6 +301,8 @@ class Bracket:
         for _ in range(2):
             lam = self.tilt_for(guess)
             comp = self.composition(upper, lam, 0.0)
+            if comp is None and guess > 0.0:  # a window down to ε = 0 is too wide: start it nearer the guess
+                comp = self.composition(upper, lam, WINDOW_FALLBACK * guess)
             if comp is None:
                 break
             if upper:
@@ -396,7 +402,7 @@ def pair_at(sigma: float, steps: int, epochs: int, discretization: float, direct
     the tail cut ``tail_z`` if given (else sized from RDP's δ(ε))."""
     n = steps * epochs
     z = tail_z_for(rdp, n) if tail_z is None else tail_z
-    delta = float(discretization)
+    delta = start_delta(sigma, steps, epochs, float(discretization), z)
     best_up, best_lo = None, None
     refine = 0
     while True:
@@ -427,6 +433,101 @@ def pair_at(sigma: float, steps: int, epochs: int, discretization: float, direct
         best_up = dataclasses.replace(best_up, delta=float(UNDERFLOW_FLOOR),
                                       resolution=max(best_up.resolution, float(UNDERFLOW_FLOOR)))
     return best_up, best_lo
+
+
+#: At most this many halvings of the grid step before the first pass (:func:`start_delta`): 2^-10.
+MAX_START_HALVINGS = 10
+#: A certified answer whose bracket is wider than this (relative) gets a note naming the limit
+#: (:func:`looseness_note`): elsewhere the bracket holds within about 1%.
+LOOSE_WIDTH = 1e-2
+#: The lower side needs one step's loss spread to span at least this many grid cells (measured: σ = 3,
+#: T = 10^4, E = 100 spreads over 0.5 cell of 1e-4 and its lower side was 0 at every δ from 1e-5 to 1e-15,
+#: the merged PMF's rounding compounded over T·E steps; from Δ = 1e-5, 5 cells, the bracket is 0.5% wide).
+MIN_SPREAD_CELLS = 8.0
+
+
+def looseness_note(sigma: float, steps: int, epochs: int, discretization: float, upper: float, lower: float,
+                   quantity: str, target: float, answer: float) -> str | None:
+    """Why a Poisson PLD bracket [lower, upper] (of ε at δ = target, or of δ at ε = target) is wider than
+    LOOSE_WIDTH, naming the limit; None when it is not. The limits (README, "Poisson at the extremes"):
+
+    - grid resolution: one step's privacy-loss standard deviation below MIN_SPREAD_CELLS cells of the
+      finest grid (:func:`start_delta` halves Δ at most MAX_START_HALVINGS times, refinement MAX_REFINE);
+    - composition window: the losses the answer needs (at ε = the answer, or the target) span more than
+      MAX_WINDOW grid points (small σ with many steps: a loss range of hundreds of nats; ε(δ) then starts
+      its window at WINDOW_FALLBACK of the guess), so the upper side falls back to the Chernoff bound
+      and the lower side finds no composition.
+    Both are limits of precision, not of validity: the bracket stays certified, only wide.
+    """
+    if quantity == "epsilon":
+        width = (upper - lower) / upper if upper > 0.0 and math.isfinite(upper) else 0.0
+    else:
+        width = upper / lower - 1.0 if lower > 0.0 else (math.inf if upper > 0.0 else 0.0)
+    if not width > LOOSE_WIDTH:
+        return None
+    eps = answer if quantity == "epsilon" else target
+    n = steps * epochs
+    z = tail_z_for(target if quantity == "epsilon" else float(poisson_rdp_delta(sigma, steps, epochs, [eps])[0]), n)
+    finest = start_delta(sigma, steps, epochs, float(discretization), z) / 2.0**MAX_REFINE
+    shown = f"[{lower:.4g}, {upper:.4g}]"
+    head = (f"the Poisson PLD bracket {shown} is {width:.3g} wide (relative), not within {LOOSE_WIDTH:.0%}: "
+            if math.isfinite(width) else f"the Poisson PLD bracket {shown} has no lower side: ")
+    spreads, windows = [], []
+    for d in (Direction.REMOVE, Direction.ADD):
+        b = bracket(sigma, steps, epochs, float(discretization), d, z)
+        g = b.masses.upper
+        ell, m = g.losses(), g.masses
+        mean = float(np.dot(m, ell)) / float(np.sum(m))
+        spreads.append(math.sqrt(float(np.dot(m, (ell - mean) ** 2)) / float(np.sum(m))))
+        if math.isfinite(eps):
+            lam = b.tilt_for(eps)
+            bottom, top = tilt.window_for(b.mgf[True], lam, eps)
+            windows.append((top - bottom) / discretization if math.isfinite(top - bottom) else math.inf)
+    spread = min(spreads)
+    if spread < MIN_SPREAD_CELLS * finest:
+        return head + (f"grid resolution: one step's privacy loss has standard deviation {spread:.2g}, "
+                       f"{spread / finest:.2g} cells of the finest grid {finest:.2g} (after MAX_START_HALVINGS "
+                       f"and MAX_REFINE halvings), "
+                       f"below MIN_SPREAD_CELLS = {MIN_SPREAD_CELLS:g}, and T·E = {n} steps compound the rounding; "
+                       "a smaller pld_discretization narrows it (supported range: README, Poisson at the extremes)")
+    if windows and max(windows) > MAX_WINDOW:
+        return head + (f"composition window: the losses near ε = {eps:.4g} span about {max(windows):.2g} grid points "
+                       f"of {discretization:g}, above MAX_WINDOW = 2^23, so the upper side is the Chernoff bound "
+                       "and the lower side has no composition there; a coarser pld_discretization widens the "
+                       "window (supported range: README, Poisson at the extremes)")
+    return head + "neither the grid resolution nor the composition window is the cause (a tilt far from its saddle)"
+
+
+def step_spread(sigma: float, steps: int, epochs: int, discretization: float, tail_z: float) -> float:
+    """Standard deviation of one step's privacy loss (the smaller of the two directions' connect-the-dots
+    PMFs on the grid ``discretization``): how many grid cells the step's loss covers."""
+    out = math.inf
+    for d in (Direction.REMOVE, Direction.ADD):
+        g = step_masses(float(sigma), int(steps), float(discretization), d, float(tail_z)).upper
+        ell, m = g.losses(), g.masses
+        total = float(np.sum(m))
+        mean = float(np.dot(m, ell)) / total
+        out = min(out, math.sqrt(max(float(np.dot(m, (ell - mean) ** 2)) / total, 0.0)))
+    return out
+
+
+@functools.lru_cache(maxsize=64)
+def start_delta(sigma: float, steps: int, epochs: int, discretization: float, tail_z: float) -> float:
+    """The grid step the bracket starts from: ``discretization`` halved until one step's loss spread
+    covers at least MIN_SPREAD_CELLS cells (:func:`step_spread`), at most MAX_START_HALVINGS times.
+
+    Where the spread is a sliver of a cell (large σ with large T: σ = 3, T = 10^4 spreads over 0.5 cell
+    of 1e-4), the merged lower PMF rounds each step's loss by a large part of its spread and T·E steps
+    compound it: the lower side was 0 at every δ. Any grid gives a certified bracket (both PMFs are
+    rounded outward at any Δ), so a finer start changes the width only; the PMFs of such steps have few
+    points, so the cost is that of the composition's window (capped by MAX_WINDOW)."""
+    delta = float(discretization)
+    spread = step_spread(sigma, steps, epochs, delta, tail_z)
+    halvings = 0
+    while spread < MIN_SPREAD_CELLS * delta and halvings < MAX_START_HALVINGS:
+        delta /= 2.0
+        halvings += 1
+    return delta
 
 
 def _refine_steps(width: float, target: float, left: int) -> int:
@@ -467,7 +568,7 @@ def pld_grid(sigma: float, steps: int, epochs: int, discretization: float, direc
     n = steps * epochs
     z = max(tail_z_for(float(r), n) for r in rdp.tolist())
     out: dict[Direction, tuple[list, list]] = {d: ([None] * eps.size, [None] * eps.size) for d in directions}
-    primed = [bracket(sigma, steps, epochs, float(discretization), d, z)
+    primed = [bracket(sigma, steps, epochs, start_delta(sigma, steps, epochs, float(discretization), z), d, z)
               for d in sorted({d for direction in directions for d in direction.parts()}, key=lambda d: d.value)]
     for b in primed:
         b.prime_tilts(epsilons)
@@ -526,7 +627,7 @@ def epsilon_pair(sigma: float, steps: int, epochs: int, discretization: float, d
     """
     n = steps * epochs
     z = tail_z_for(target, n)
-    delta = float(discretization)
+    delta = start_delta(sigma, steps, epochs, float(discretization), z)
     best_up, best_lo = math.inf, 0.0
     refine = 0
     while True:
