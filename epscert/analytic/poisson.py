@@ -36,21 +36,20 @@ The per-step tail cut z is sized from the δ asked (T·E·Φ̄(z) <= TRUNCATION_
 the tilt that the window must hold) stays no wider than the question needs.
 
 Where the FFT gives nothing (ε beyond the largest tilt, or a window over ``MAX_WINDOW`` points) or
-where RDP is smaller, the upper value is RDP's, and its row says so (``bound = 'rdp'``).
-RDP: dp_accounting in closed form over its orders, relative allowance :data:`RDP_RELATIVE`, never
-below the float underflow floor (an upper bound of 0 for a Gaussian mechanism would be false).
+where RDP is smaller, the upper value is RDP's (:mod:`epscert.analytic.poisson_rdp`; ``bound = 'rdp'``).
+Dense grids: :func:`pld_grid`; where the bracket is not within 1%: :mod:`epscert.analytic.poisson_limits`.
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import functools
-import logging
 import math
 
 import numpy as np
 
+from epscert.analytic.poisson_rdp import (RDP_RELATIVE, poisson_rdp_delta, poisson_rdp_epsilon,  # noqa: F401 (re-exported)
+                                         quiet_rdp, rdp_accountant)
 from epscert.analytic.resolution import UNDERFLOW_FLOOR
 from epscert.fft import tilt
 from scipy import special
@@ -59,8 +58,6 @@ from epscert.fft.gaussmix import TAIL_Z, SubsampledPair
 from epscert.fft.pairs import GridMasses, ctd_upper, merge_lower
 from epscert.names import Direction
 
-#: Relative allowance on RDP δ (log-space arithmetic over a few dozen orders).
-RDP_RELATIVE = 1e-9
 #: Bound names of the rows.
 PLD_UPPER_BOUND, PLD_LOWER_BOUND, RDP_BOUND = "pld_pessimistic", "pld_optimistic", "rdp"
 #: Share of the target δ that the per-step tail cut may cost: T·E·Φ̄(z) <= share·δ.
@@ -165,9 +162,8 @@ class Bracket:
         self._grid_lam: float | None = None  # the tilt of the last composition built on a grid
 
     def _memo(self, eps: float, what: str, compute):
-        """The value of ``compute()`` for (ε, what), kept for the last ε only: on a grid the directions
-        of one ε read the same bracket in turn (the 'both' direction re-reads 'remove' and 'add'), so
-        each read is made once, and the memo never grows with the grid."""
+        """``compute()`` for (ε, what), kept for the last ε only: on a grid 'both' re-reads what 'remove'
+        and 'add' just read at the same ε, so each read is made once; the memo never grows with the grid."""
         if not self._last[0] == eps:
             self._last = (eps, {})
         memo = self._last[1]
@@ -176,15 +172,14 @@ class Bracket:
         return memo[what]
 
     def prime_tilts(self, epsilons) -> None:
-        """Compute :meth:`tilt_for` for many ε in one pass of saddle points (:meth:`~epscert.fft.tilt.Mgf.
-        saddles`: one batch of evaluations for the whole grid, instead of a scan per ε). Kept until
+        """The saddle points of many ε in one batch (:meth:`~epscert.fft.tilt.Mgf.saddles`), kept until
         :meth:`forget_tilts`. A tilt is a choice, not a bound: any λ >= 0 gives a certified composition."""
         eps = sorted({float(e) for e in epsilons} - self._tilts.keys())
         if eps:
             self._tilts.update(zip(eps, self.mgf[True].saddles(eps)))
         self._grid_lam = None
 
-    def forget_tilts(self) -> None:
+    def forget_tilts(self) -> None:  # the end of a grid
         self._tilts.clear()
         self._grid_lam = None
 
@@ -257,7 +252,7 @@ class Bracket:
         max_t (1 - e^{-t})e^{-st}), over s on the Chernoff grid: valid without any FFT."""
         s = tilt.TAIL_S
         with np.errstate(invalid="ignore"):
-            logs = self.mgf[True].values(s) - s * eps + s * np.log(s) - (s + 1.0) * np.log1p(s)
+            logs = self.mgf[True].at_tail_s() - s * eps + s * np.log(s) - (s + 1.0) * np.log1p(s)
         inf_part = -math.expm1(self.mgf[True].log_finite) if self.mgf[True].log_finite > -math.inf else 1.0
         return min(1.0, inf_part + math.exp(min(float(np.nanmin(logs)), 0.0)))
 
@@ -437,65 +432,10 @@ def pair_at(sigma: float, steps: int, epochs: int, discretization: float, direct
 
 #: At most this many halvings of the grid step before the first pass (:func:`start_delta`): 2^-10.
 MAX_START_HALVINGS = 10
-#: A certified answer whose bracket is wider than this (relative) gets a note naming the limit
-#: (:func:`looseness_note`): elsewhere the bracket holds within about 1%.
-LOOSE_WIDTH = 1e-2
-#: The lower side needs one step's loss spread to span at least this many grid cells (measured: σ = 3,
-#: T = 10^4, E = 100 spreads over 0.5 cell of 1e-4 and its lower side was 0 at every δ from 1e-5 to 1e-15,
-#: the merged PMF's rounding compounded over T·E steps; from Δ = 1e-5, 5 cells, the bracket is 0.5% wide).
+#: One step's loss spread should span at least this many grid cells (measured: σ = 3, T = 10^4, E = 100
+#: spreads over 0.5 cell of 1e-4 and the lower side was 0 at every δ from 1e-5 to 1e-15, the merged
+#: PMF's rounding compounded over T·E steps; from Δ = 1e-5, 5 cells, the bracket is 0.5% wide).
 MIN_SPREAD_CELLS = 8.0
-
-
-def looseness_note(sigma: float, steps: int, epochs: int, discretization: float, upper: float, lower: float,
-                   quantity: str, target: float, answer: float) -> str | None:
-    """Why a Poisson PLD bracket [lower, upper] (of ε at δ = target, or of δ at ε = target) is wider than
-    LOOSE_WIDTH, naming the limit; None when it is not. The limits (README, "Poisson at the extremes"):
-
-    - grid resolution: one step's privacy-loss standard deviation below MIN_SPREAD_CELLS cells of the
-      finest grid (:func:`start_delta` halves Δ at most MAX_START_HALVINGS times, refinement MAX_REFINE);
-    - composition window: the losses the answer needs (at ε = the answer, or the target) span more than
-      MAX_WINDOW grid points (small σ with many steps: a loss range of hundreds of nats; ε(δ) then starts
-      its window at WINDOW_FALLBACK of the guess), so the upper side falls back to the Chernoff bound
-      and the lower side finds no composition.
-    Both are limits of precision, not of validity: the bracket stays certified, only wide.
-    """
-    if quantity == "epsilon":
-        width = (upper - lower) / upper if upper > 0.0 and math.isfinite(upper) else 0.0
-    else:
-        width = upper / lower - 1.0 if lower > 0.0 else (math.inf if upper > 0.0 else 0.0)
-    if not width > LOOSE_WIDTH:
-        return None
-    eps = answer if quantity == "epsilon" else target
-    n = steps * epochs
-    z = tail_z_for(target if quantity == "epsilon" else float(poisson_rdp_delta(sigma, steps, epochs, [eps])[0]), n)
-    finest = start_delta(sigma, steps, epochs, float(discretization), z) / 2.0**MAX_REFINE
-    shown = f"[{lower:.4g}, {upper:.4g}]"
-    head = (f"the Poisson PLD bracket {shown} is {width:.3g} wide (relative), not within {LOOSE_WIDTH:.0%}: "
-            if math.isfinite(width) else f"the Poisson PLD bracket {shown} has no lower side: ")
-    spreads, windows = [], []
-    for d in (Direction.REMOVE, Direction.ADD):
-        b = bracket(sigma, steps, epochs, float(discretization), d, z)
-        g = b.masses.upper
-        ell, m = g.losses(), g.masses
-        mean = float(np.dot(m, ell)) / float(np.sum(m))
-        spreads.append(math.sqrt(float(np.dot(m, (ell - mean) ** 2)) / float(np.sum(m))))
-        if math.isfinite(eps):
-            lam = b.tilt_for(eps)
-            bottom, top = tilt.window_for(b.mgf[True], lam, eps)
-            windows.append((top - bottom) / discretization if math.isfinite(top - bottom) else math.inf)
-    spread = min(spreads)
-    if spread < MIN_SPREAD_CELLS * finest:
-        return head + (f"grid resolution: one step's privacy loss has standard deviation {spread:.2g}, "
-                       f"{spread / finest:.2g} cells of the finest grid {finest:.2g} (after MAX_START_HALVINGS "
-                       f"and MAX_REFINE halvings), "
-                       f"below MIN_SPREAD_CELLS = {MIN_SPREAD_CELLS:g}, and T·E = {n} steps compound the rounding; "
-                       "a smaller pld_discretization narrows it (supported range: README, Poisson at the extremes)")
-    if windows and max(windows) > MAX_WINDOW:
-        return head + (f"composition window: the losses near ε = {eps:.4g} span about {max(windows):.2g} grid points "
-                       f"of {discretization:g}, above MAX_WINDOW = 2^23, so the upper side is the Chernoff bound "
-                       "and the lower side has no composition there; a coarser pld_discretization widens the "
-                       "window (supported range: README, Poisson at the extremes)")
-    return head + "neither the grid resolution nor the composition window is the cause (a tilt far from its saddle)"
 
 
 def step_spread(sigma: float, steps: int, epochs: int, discretization: float, tail_z: float) -> float:
@@ -516,11 +456,9 @@ def start_delta(sigma: float, steps: int, epochs: int, discretization: float, ta
     """The grid step the bracket starts from: ``discretization`` halved until one step's loss spread
     covers at least MIN_SPREAD_CELLS cells (:func:`step_spread`), at most MAX_START_HALVINGS times.
 
-    Where the spread is a sliver of a cell (large σ with large T: σ = 3, T = 10^4 spreads over 0.5 cell
-    of 1e-4), the merged lower PMF rounds each step's loss by a large part of its spread and T·E steps
-    compound it: the lower side was 0 at every δ. Any grid gives a certified bracket (both PMFs are
-    rounded outward at any Δ), so a finer start changes the width only; the PMFs of such steps have few
-    points, so the cost is that of the composition's window (capped by MAX_WINDOW)."""
+    Where the spread is a sliver of a cell (σ = 3, T = 10^4: 0.5 cell of 1e-4) the merged lower PMF's
+    rounding, compounded over T·E steps, left no lower side. Any grid gives a certified bracket (both
+    PMFs are rounded outward at any Δ): a finer start changes the width only, at the window's cost."""
     delta = float(discretization)
     spread = step_spread(sigma, steps, epochs, delta, tail_z)
     halvings = 0
@@ -660,98 +598,3 @@ def poisson_pld_epsilon(sigma: float, steps: int, epochs: int, target: float, di
     up, name, lo = epsilon_pair(float(sigma), int(steps), int(epochs), float(discretization), direction,
                                 float(target))
     return (up, name) if pessimistic else (lo, PLD_LOWER_BOUND)
-
-
-#: dp_accounting's RDP accountant logs this (through absl) for every order it drops; dropping an order
-#: only removes a candidate from the minimum over orders, so the bound stays valid and the line is noise.
-RDP_CONVERGENCE_NOISE = "_compute_log_a_frac failed to converge"
-
-
-class _DropRdpNoise(logging.Filter):
-    def filter(self, record: logging.LogRecord) -> bool:
-        return not record.getMessage().startswith(RDP_CONVERGENCE_NOISE)
-
-
-@contextlib.contextmanager
-def quiet_rdp():
-    """Drop only dp_accounting's order-convergence warning while the RDP accountant runs."""
-    logger, drop = logging.getLogger("absl"), _DropRdpNoise()
-    logger.addFilter(drop)
-    try:
-        yield
-    finally:
-        logger.removeFilter(drop)
-
-
-@functools.lru_cache(maxsize=32)
-def rdp_accountant(sigma: float, steps: int, epochs: int):
-    """dp_accounting's RDP accountant of T·E Poisson-subsampled Gaussian steps (cached). dp_accounting is
-    imported here, not at module load: it takes about a second (scipy.signal, its calibration module), paid
-    by every Beam worker that starts, while only RDP questions need it."""
-    import dp_accounting  # noqa: PLC0415
-
-    event = dp_accounting.SelfComposedDpEvent(
-        dp_accounting.PoissonSampledDpEvent(1.0 / steps, dp_accounting.GaussianDpEvent(sigma)),
-        steps * epochs,
-    )
-    accountant = dp_accounting.rdp.RdpAccountant()
-    with quiet_rdp():
-        accountant.compose(event)
-    return accountant
-
-
-@functools.lru_cache(maxsize=32)
-def rdp_terms(sigma: float, steps: int, epochs: int) -> tuple[np.ndarray, ...]:
-    """Per order α of the accountant: (α, its RDP r_α, the KL term log δ_KL, log(1 - 1/α)), with
-    log(1 - 1/α) = NaN where α <= 1.01 (no conversion at that order) and the KL term
-    0.5·log(1 - e^{-r}) (-inf where r <= 0): the ε-free parts of δ(ε) (:func:`poisson_rdp_delta`)."""
-    accountant = rdp_accountant(sigma, steps, epochs)
-    orders = np.asarray(accountant.orders, dtype=np.float64)
-    rdp = np.asarray(accountant.rdp, dtype=np.float64)
-    if orders.size == 0 or np.any(orders < 1.0):
-        raise ValueError(f"RDP orders must be >= 1, got orders={orders.tolist()}")
-    kl = np.asarray([-math.inf if r <= 0.0 else 0.5 * math.log1p(-math.exp(-r)) for r in rdp.tolist()])
-    log_a = np.asarray([math.log(a) for a in orders.tolist()])
-    l1 = np.asarray([math.log1p(-1.0 / a) if a > 1.01 else math.nan for a in orders.tolist()])
-    return orders, rdp, kl, l1, log_a
-
-
-#: ε values per vectorised block of :func:`poisson_rdp_delta` (a (block, orders) array: a few MB).
-RDP_EPSILON_BLOCK = 4096
-
-
-def poisson_rdp_delta(sigma: float, steps: int, epochs: int, epsilons) -> np.ndarray:
-    """RDP upper bound on δ_P(ε) (both directions), outward by :data:`RDP_RELATIVE`, never 0.
-
-    δ(ε) = min(1, e^{min_α log δ_α(ε)}), log δ_α(ε) = min(0.5·log(1 - e^{-r_α}),
-    (α - 1)(r_α - ε + log(1 - 1/α)) - log α) (the second for α > 1.01 only): the conversion of
-    Canonne, Kamath and Steinke (2020, Proposition 12), the same formula dp_accounting's ``get_delta``
-    evaluates one ε at a time. Here it is one array pass over a whole grid (a dense grid used to cost
-    2 ms per ε): the ε-free terms are computed once per order with the same scalar functions
-    (:func:`rdp_terms`), the ε-dependent part uses only -, + and × in the same order (IEEE-exact, so
-    each value equals the scalar one bit for bit), a NaN term (r = ∞ - ∞) is skipped as ``min`` skips
-    it, and the final exponential is the scalar ``math.exp``. Negative RDP values (dp_accounting warns
-    and answers δ = 0 there) never occur for the Poisson Gaussian (r_α >= 0); they are treated as it does.
-    """
-    orders, rdp, kl, l1, log_a = rdp_terms(float(sigma), int(steps), int(epochs))
-    kl = np.where(rdp < 0.0, -math.inf, kl)
-    eps = np.atleast_1d(np.asarray(epsilons, dtype=np.float64))
-    if eps.size and not eps.min() >= 0.0:
-        raise ValueError(f"epsilon must be >= 0 for the RDP conversion, got epsilon={float(eps.min())!r}")
-    out = np.empty(eps.size, dtype=np.float64)
-    usable = orders > 1.01
-    for start in range(0, eps.size, RDP_EPSILON_BLOCK):
-        e = eps[start:start + RDP_EPSILON_BLOCK, None]
-        with np.errstate(invalid="ignore"):
-            bound = (orders - 1.0) * ((rdp - e) + l1) - log_a
-        logd = np.where(usable & (bound < kl), bound, kl)  # min(logdelta, bound): NaN keeps logdelta
-        best = np.min(logd, axis=1)
-        out[start:start + e.shape[0]] = [min(math.exp(v), 1.0) for v in best.tolist()]
-    return np.clip(out * (1.0 + RDP_RELATIVE), UNDERFLOW_FLOOR, 1.0)
-
-
-def poisson_rdp_epsilon(sigma: float, steps: int, epochs: int, target: float) -> float:
-    """RDP upper bound on ε_P(target) (both directions): dp_accounting's conversion at δ/(1 + RDP_RELATIVE)."""
-    accountant = rdp_accountant(float(sigma), int(steps), int(epochs))
-    with quiet_rdp():
-        return float(accountant.get_epsilon(target / (1.0 + RDP_RELATIVE)))

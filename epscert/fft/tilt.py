@@ -179,6 +179,10 @@ class Mgf:
 
     def values(self, s) -> np.ndarray:
         s = np.atleast_1d(np.asarray(s, dtype=np.float64))
+        try:  # all cached (a grid reads the same points at many ε): the same numbers, without set algebra
+            return np.asarray([self._cache[v] for v in s.tolist()])
+        except KeyError:
+            pass
         todo = sorted({float(v) for v in s.tolist()} - self._cache.keys())
         if todo:
             arr = np.asarray(todo)
@@ -192,12 +196,17 @@ class Mgf:
     def at(self, s: float) -> float:
         return float(self.values([s])[0])
 
+    def at_tail_s(self) -> np.ndarray:
+        """values(TAIL_S), kept (the same cached numbers, without a lookup per call; read-only)."""
+        if self._at_tail_s is None:
+            self._at_tail_s = self.values(TAIL_S)
+            self._at_tail_s.flags.writeable = False
+        return self._at_tail_s
+
     def upper_tail(self, threshold: float) -> float:
         """log Pr[S_ℓ >= threshold] <= min_{s>0} Σ c log M(s) - s·threshold (finite part)."""
-        if self._at_tail_s is None:  # the same cached numbers, without a lookup per call
-            self._at_tail_s = self.values(TAIL_S)
         with np.errstate(invalid="ignore"):
-            ex = self._at_tail_s - TAIL_S * threshold
+            ex = self.at_tail_s() - TAIL_S * threshold
         return min(0.0, float(np.nanmin(ex)))
 
     def saddles(self, epsilons) -> list[float]:

@@ -78,7 +78,8 @@ from epscert.config import (
 )
 from epscert.progress import Callback, ProgressMeter
 from epscert.results.baselines import independent_bound_applies
-from epscert.analytic.poisson import delta_pair, epsilon_pair, looseness_note
+from epscert.analytic.poisson import delta_pair, epsilon_pair
+from epscert.analytic.poisson_limits import looseness_note
 from epscert.results.cost import format_seconds
 from epscert.results.rows import analytic_rows
 from epscert.results.tables import certify_config

@@ -17,8 +17,10 @@ import pytest
 from dp_accounting.pld import pld_privacy_accountant
 
 import epscert.analytic.poisson as poisson
+from epscert.analytic.poisson_limits import looseness_note
 from epscert.analytic.poisson import (poisson_pld_epsilon, poisson_pld_values, poisson_rdp_delta,
                                       poisson_rdp_epsilon)
+from epscert.analytic.resolution import UNDERFLOW_FLOOR
 from epscert.fft import tilt
 from epscert.config import Direction
 
@@ -170,12 +172,12 @@ def test_small_sigma_many_epochs_within_one_percent():
 def test_looseness_note_names_the_limit():
     """A bracket within 1% has no note; a wide one says how wide and names a cause; a grid too coarse for
     one step's spread (start_delta cannot refine below 2^-MAX_START_HALVINGS) is named as such."""
-    assert poisson.looseness_note(1.0, 50, 1, 1e-4, 1.0, 0.995, "epsilon", 1e-5, 1.0) is None
-    wide = poisson.looseness_note(1.0, 50, 1, 1e-4, 1.0, 0.5, "epsilon", 1e-5, 1.0)
+    assert looseness_note(1.0, 50, 1, 1e-4, 1.0, 0.995, "epsilon", 1e-5, 1.0) is None
+    wide = looseness_note(1.0, 50, 1, 1e-4, 1.0, 0.5, "epsilon", 1e-5, 1.0)
     assert wide is not None and "not within 1%" in wide
-    none = poisson.looseness_note(1.0, 50, 1, 1e-4, 1e-3, 0.0, "delta", 1.0, 1e-3)
+    none = looseness_note(1.0, 50, 1, 1e-4, 1e-3, 0.0, "delta", 1.0, 1e-3)
     assert none is not None and "no lower side" in none
-    coarse = poisson.looseness_note(30.0, 10**6, 1, 1e-1, 1e-3, 0.0, "delta", 1e-3, 1e-3)
+    coarse = looseness_note(30.0, 10**6, 1, 1e-1, 1e-3, 0.0, "delta", 1e-3, 1e-3)
     assert coarse is not None and "grid resolution" in coarse and "MIN_SPREAD_CELLS" in coarse
 
 
@@ -192,10 +194,10 @@ def test_rdp_delta_is_dp_accountings_bit_for_bit():
     """The vectorised RDP conversion equals dp_accounting's get_delta at every ε (then the same allowance)."""
     for sigma, steps, epochs in [(1.0, 50, 1), (0.3, 100, 100), (3.0, 10**4, 100), (20.0, 10, 1)]:
         eps = np.concatenate([np.linspace(0.0, 14.0, 501), [1e-12, 50.0, 300.0, 700.0]])
-        acc = poisson.rdp_accountant(sigma, steps, epochs)
+        acc = poisson.rdp_accountant(sigma, steps, epochs)  # re-exported from poisson_rdp
         with poisson.quiet_rdp():
             old = np.asarray([acc.get_delta(float(e)) for e in eps])
-        old = np.clip(old * (1.0 + poisson.RDP_RELATIVE), poisson.UNDERFLOW_FLOOR, 1.0)
+        old = np.clip(old * (1.0 + poisson.RDP_RELATIVE), UNDERFLOW_FLOOR, 1.0)
         assert np.array_equal(poisson_rdp_delta(sigma, steps, epochs, eps), old)
 
 
