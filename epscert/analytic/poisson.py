@@ -180,8 +180,7 @@ class Bracket:
         self._grid_lam = None
 
     def forget_tilts(self) -> None:  # the end of a grid
-        self._tilts.clear()
-        self._grid_lam = None
+        self._tilts, self._grid_lam = {}, None
 
     def _grid_tilt(self, eps: float, saddle: float) -> float:
         """On a grid read in ascending ε: the tilt of the last composition built, while it is at most
@@ -189,8 +188,7 @@ class Bracket:
         (h(λ) <= h(λ*) + TILT_SLACK, h(λ) = Σ c log M(λ) - λε): the same criterion by which
         :meth:`~epscert.fft.tilt.Mgf.economical` lowers a tilt for a single ε, so the relative
         round-off stays within the same e^{TILT_SLACK}; else the per-ε tilt, which becomes the last."""
-        mgf = self.mgf[True]
-        last = self._grid_lam
+        mgf, last = self.mgf[True], self._grid_lam
         if last is not None and last <= saddle:
             h = mgf.values([last, saddle]) - np.asarray([last, saddle]) * eps
             if h[0] <= h[1] + tilt.TILT_SLACK:
@@ -430,8 +428,9 @@ def pair_at(sigma: float, steps: int, epochs: int, discretization: float, direct
     return best_up, best_lo
 
 
-#: At most this many halvings of the grid step before the first pass (:func:`start_delta`): 2^-10.
-MAX_START_HALVINGS = 10
+#: At most this many halvings of the grid step before the first pass (:func:`start_delta`): 2^-10, and
+#: none that would take one step's PMF past START_MAX_POINTS (memory: thin steps have few points).
+MAX_START_HALVINGS, START_MAX_POINTS = 10, 2**18
 #: One step's loss spread should span at least this many grid cells (measured: σ = 3, T = 10^4, E = 100
 #: spreads over 0.5 cell of 1e-4 and the lower side was 0 at every δ from 1e-5 to 1e-15, the merged
 #: PMF's rounding compounded over T·E steps; from Δ = 1e-5, 5 cells, the bracket is 0.5% wide).
@@ -439,8 +438,7 @@ MIN_SPREAD_CELLS = 8.0
 
 
 def step_spread(sigma: float, steps: int, epochs: int, discretization: float, tail_z: float) -> float:
-    """Standard deviation of one step's privacy loss (the smaller of the two directions' connect-the-dots
-    PMFs on the grid ``discretization``): how many grid cells the step's loss covers."""
+    """Standard deviation of one step's privacy loss (the smaller direction's connect-the-dots PMF)."""
     out = math.inf
     for d in (Direction.REMOVE, Direction.ADD):
         g = step_masses(float(sigma), int(steps), float(discretization), d, float(tail_z)).upper
@@ -457,14 +455,16 @@ def start_delta(sigma: float, steps: int, epochs: int, discretization: float, ta
     covers at least MIN_SPREAD_CELLS cells (:func:`step_spread`), at most MAX_START_HALVINGS times.
 
     Where the spread is a sliver of a cell (σ = 3, T = 10^4: 0.5 cell of 1e-4) the merged lower PMF's
-    rounding, compounded over T·E steps, left no lower side. Any grid gives a certified bracket (both
-    PMFs are rounded outward at any Δ): a finer start changes the width only, at the window's cost."""
+    rounding, compounded over T·E steps, left no lower side. Any grid gives a certified bracket (PMFs
+    rounded outward at any Δ): a finer start changes the width only, at the window's cost."""
     delta = float(discretization)
     spread = step_spread(sigma, steps, epochs, delta, tail_z)
+    points = step_masses(float(sigma), int(steps), delta, Direction.REMOVE, float(tail_z)).upper.masses.size
     halvings = 0
-    while spread < MIN_SPREAD_CELLS * delta and halvings < MAX_START_HALVINGS:
+    while spread < MIN_SPREAD_CELLS * delta and halvings < MAX_START_HALVINGS and 2 * points <= START_MAX_POINTS:
         delta /= 2.0
         halvings += 1
+        points *= 2
     return delta
 
 
@@ -483,8 +483,8 @@ GRID_MIN = 8
 @functools.lru_cache(maxsize=4)
 def pld_grid(sigma: float, steps: int, epochs: int, discretization: float, directions: tuple[Direction, ...],
              epsilons: tuple[float, ...]) -> dict[Direction, tuple[tuple[Value, ...], tuple[Value, ...]]]:
-    """(upper values, lower values) per direction over an ε grid: :func:`delta_pair` at each ε, with
-    what a grid shares done once (issue 35 item 5: 14,001 ε used to cost 14,001 separate answers).
+    """(upper values, lower values) per direction over an ε grid: :func:`delta_pair` at each ε, with what
+    a grid shares done once (issue 35 item 5: 14,001 ε cost 14,001 separate answers).
 
     - RDP's δ(ε) is one array pass (:func:`poisson_rdp_delta`);
     - one tail cut z for the whole grid: the largest of the per-ε cuts (the one sized from the
