@@ -11,6 +11,7 @@ the analytic branch, in parallel with the sampling.
 
 from __future__ import annotations
 
+import pickle
 from typing import Iterable, Mapping
 
 import apache_beam as beam
@@ -45,15 +46,39 @@ def expected_row_count(config: CertifyConfig) -> int:
     return sum(row_count(config, m) for m in config.resolved)
 
 
-def complete_config(item: tuple[str, Iterable[list[dict]]],
+def pack_rows(item: tuple[str, list[dict]]) -> tuple[str, bytes]:
+    """One method's row list as one pickled object before the grouping (issue 35 item 5).
+
+    A runner's state cache sizes what a GroupByKey hands on by walking every object in it (Beam's
+    ``objsize``): a 14,001-ε grid's row dicts, tens of fields each, cost more CPU there than the
+    certificates themselves. One bytes object per method is sized at once; :func:`complete_config`
+    unpacks it (pickle restores every float exactly)."""
+    config_id, rows = item
+    return config_id, pickle.dumps(rows, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def unpack_rows(rows):
+    """The rows (or side-input value) of :func:`pack_rows` / :func:`pack_value` (anything else passes through)."""
+    return pickle.loads(rows) if isinstance(rows, bytes) else rows
+
+
+def pack_value(item: tuple):
+    """(key, value) with the value pickled: side inputs hold configurations whose ε grids the state
+    cache would otherwise walk float by float (:func:`pack_rows`)."""
+    key, value = item
+    return key, pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def complete_config(item: tuple[str, Iterable[list[dict] | bytes]],
                     configs: Mapping[str, CertifyConfig]) -> tuple[str, list[dict]]:
-    """Join the per-method row lists of one configuration; refuse an incomplete or padded set.
+    """Join the per-method row lists (or packed lists, :func:`pack_rows`) of one configuration; refuse
+    an incomplete or padded set.
 
     The rows come out with every column of the results schema (defaults filled in).
     """
     config_id, row_lists = item
-    config = configs[config_id]
-    rows = [row for rows in row_lists for row in rows]
+    config = unpack_rows(configs[config_id])
+    rows = [row for rows in row_lists for row in unpack_rows(rows)]
     methods = sorted({row["method"] for row in rows})
     want_methods = sorted(m.value for m in config.resolved)
     expected = expected_row_count(config)
@@ -75,8 +100,9 @@ class CertifyConfigs(beam.PTransform):
         self._progress = progress
 
     def expand(self, configs):
-        by_key = configs | "MonteCarloMethods" >> beam.FlatMap(monte_carlo_methods)
-        by_id = configs | "ConfigsById" >> beam.Map(lambda c: (c.config_id, c))
+        by_key = (configs | "MonteCarloMethods" >> beam.FlatMap(monte_carlo_methods)
+                  | "PackMethods" >> beam.Map(pack_value))
+        by_id = configs | "ConfigsById" >> beam.Map(lambda c: pack_value((c.config_id, c)))
         monte_carlo = (
             configs
             | "PlanShards" >> beam.FlatMap(shard_tasks)
@@ -94,6 +120,7 @@ class CertifyConfigs(beam.PTransform):
         return (
             (monte_carlo, analytic)
             | "AllMethods" >> beam.Flatten()
+            | "PackRows" >> beam.Map(pack_rows)
             | "GroupByConfig" >> beam.GroupByKey()
             | "CompleteConfigs" >> beam.Map(complete_config, beam.pvalue.AsDict(by_id))
         )

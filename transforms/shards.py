@@ -6,6 +6,7 @@ Each function or DoFn here is a thin wrapper around :mod:`epscert.montecarlo.sha
 
 from __future__ import annotations
 
+import pickle
 import time
 from typing import Iterable, Iterator, Mapping
 
@@ -127,7 +128,8 @@ def finalise_monte_carlo(item: tuple[str, Merged],
     twice by a runner would otherwise go unnoticed.
     """
     key, (acc, seconds) = item
-    config, method = methods[key]
+    value = methods[key]
+    config, method = pickle.loads(value) if isinstance(value, bytes) else value  # transforms.certify.pack_value
     check_strategy(config)
     for direction in config.direction.parts():
         count = acc[direction].count

@@ -21,7 +21,7 @@ from apache_beam.metrics import Metrics
 
 from epscert.config import CertifyConfig
 from epscert.schema import RESULTS_SCHEMA, to_table
-from transforms.certify import expected_row_count, sort_rows
+from transforms.certify import expected_row_count, pack_rows, sort_rows, unpack_rows
 from transforms.shards import NAMESPACE
 
 RESULTS_NAME = "results"
@@ -204,6 +204,8 @@ class WriteResults(beam.PTransform):
         path = self._path
         return (
             row_sets
+            | "PackRowSets" >> beam.Map(pack_rows)  # one object per row set for the runner's state cache
             | "CollectRows" >> beam.combiners.ToList()
-            | "WriteParquet" >> beam.Map(lambda sets: write_rows((r for _, rows in sets for r in rows), path))
+            | "WriteParquet" >> beam.Map(lambda sets: write_rows((r for _, rows in sets for r in unpack_rows(rows)),
+                                                                 path))
         )

@@ -36,21 +36,20 @@ The per-step tail cut z is sized from the δ asked (T·E·Φ̄(z) <= TRUNCATION_
 the tilt that the window must hold) stays no wider than the question needs.
 
 Where the FFT gives nothing (ε beyond the largest tilt, or a window over ``MAX_WINDOW`` points) or
-where RDP is smaller, the upper value is RDP's, and its row says so (``bound = 'rdp'``).
-RDP: dp_accounting in closed form over its orders, relative allowance :data:`RDP_RELATIVE`, never
-below the float underflow floor (an upper bound of 0 for a Gaussian mechanism would be false).
+where RDP is smaller, the upper value is RDP's (:mod:`epscert.analytic.poisson_rdp`; ``bound = 'rdp'``).
+Dense grids: :func:`pld_grid`; where the bracket is not within 1%: :mod:`epscert.analytic.poisson_limits`.
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import functools
-import logging
 import math
 
 import numpy as np
 
+from epscert.analytic.poisson_rdp import (RDP_RELATIVE, poisson_rdp_delta, poisson_rdp_epsilon,  # noqa: F401 (re-exported)
+                                         quiet_rdp, rdp_accountant)
 from epscert.analytic.resolution import UNDERFLOW_FLOOR
 from epscert.fft import tilt
 from scipy import special
@@ -59,8 +58,6 @@ from epscert.fft.gaussmix import TAIL_Z, SubsampledPair
 from epscert.fft.pairs import GridMasses, ctd_upper, merge_lower
 from epscert.names import Direction
 
-#: Relative allowance on RDP δ (log-space arithmetic over a few dozen orders).
-RDP_RELATIVE = 1e-9
 #: Bound names of the rows.
 PLD_UPPER_BOUND, PLD_LOWER_BOUND, RDP_BOUND = "pld_pessimistic", "pld_optimistic", "rdp"
 #: Share of the target δ that the per-step tail cut may cost: T·E·Φ̄(z) <= share·δ.
@@ -82,6 +79,10 @@ MAX_WINDOW = 2**23
 CHECK_FACTOR = 2.0**0.25
 #: ε(δ) is read again with the tilt of the answer only if that tilt is this many octaves away.
 RETILT_OCTAVES = 0.5
+#: ε(δ): when a window reaching down to ε = 0 is wider than MAX_WINDOW, the window starts at this
+#: fraction of the guess instead (the search then runs over [bottom, Chernoff ε]: an answer below the
+#: bottom is reported as the bottom on the upper side, and the lower side only finds points above it).
+WINDOW_FALLBACK = 0.5
 #: Bisection steps of ε(δ) (relative precision 2^-50 of the bracket).
 EPSILON_STEPS = 60
 
@@ -156,13 +157,54 @@ class Bracket:
         self.mgf = {side: tilt.Mgf(f) for side, f in self.factors.items()}
         self._compositions: dict[tuple[bool, float], tilt.Composition] = {}
         self._checked: set[bool] = set()
+        self._last: tuple[float, dict] = (math.nan, {})  # reads at the last ε asked (see :meth:`_memo`)
+        self._tilts: dict[float, float] = {}  # saddle points primed for a grid (:meth:`prime_tilts`)
+        self._grid_lam: float | None = None  # the tilt of the last composition built on a grid
+
+    def _memo(self, eps: float, what: str, compute):
+        """``compute()`` for (ε, what), kept for the last ε only: on a grid 'both' re-reads what 'remove'
+        and 'add' just read at the same ε, so each read is made once; the memo never grows with the grid."""
+        if not self._last[0] == eps:
+            self._last = (eps, {})
+        memo = self._last[1]
+        if what not in memo:
+            memo[what] = compute()
+        return memo[what]
+
+    def prime_tilts(self, epsilons) -> None:
+        """The saddle points of many ε in one batch (:meth:`~epscert.fft.tilt.Mgf.saddles`), kept until
+        :meth:`forget_tilts`. A tilt is a choice, not a bound: any λ >= 0 gives a certified composition."""
+        eps = sorted({float(e) for e in epsilons} - self._tilts.keys())
+        if eps:
+            self._tilts.update(zip(eps, self.mgf[True].saddles(eps)))
+        self._grid_lam = None
+
+    def forget_tilts(self) -> None:  # the end of a grid
+        self._tilts, self._grid_lam = {}, None
+
+    def _grid_tilt(self, eps: float, saddle: float) -> float:
+        """On a grid read in ascending ε: the tilt of the last composition built, while it is at most
+        the saddle point λ* of ε and gives up at most TILT_SLACK nats of tilted mass near ε
+        (h(λ) <= h(λ*) + TILT_SLACK, h(λ) = Σ c log M(λ) - λε): the same criterion by which
+        :meth:`~epscert.fft.tilt.Mgf.economical` lowers a tilt for a single ε, so the relative
+        round-off stays within the same e^{TILT_SLACK}; else the per-ε tilt, which becomes the last."""
+        mgf, last = self.mgf[True], self._grid_lam
+        if last is not None and last <= saddle:
+            h = mgf.values([last, saddle]) - np.asarray([last, saddle]) * eps
+            if h[0] <= h[1] + tilt.TILT_SLACK:
+                return last
+        self._grid_lam = tilt.lam_grid(mgf.economical(eps, saddle))
+        return self._grid_lam
 
     # -- compositions ----------------------------------------------------------------------------
     def tilt_for(self, eps: float) -> float:
         """The saddle-point tilt for ε, lowered while that costs at most TILT_SLACK nats of tilted
         mass near ε (:meth:`~epscert.fft.tilt.Mgf.economical`: a smaller window), snapped."""
+        saddle = self._tilts.get(eps)
+        if saddle is not None:
+            return self._memo(eps, "tilt", lambda: self._grid_tilt(eps, saddle))
         mgf = self.mgf[True]
-        return tilt.lam_grid(mgf.economical(eps, mgf.saddle(eps)))
+        return self._memo(eps, "tilt", lambda: tilt.lam_grid(mgf.economical(eps, mgf.saddle(eps))))
 
     def _window(self, upper: bool, lam: float, eps: float) -> tuple[float, float] | None:
         bottom, top = tilt.window_for(self.mgf[upper], lam, eps)
@@ -200,16 +242,27 @@ class Bracket:
 
     # -- values ----------------------------------------------------------------------------------
     def chernoff_upper(self, eps: float) -> float:
+        """See :meth:`chernoff_bound` (kept for the last ε asked)."""
+        return self._memo(eps, "chernoff", lambda: self.chernoff_bound(eps))
+
+    def chernoff_bound(self, eps: float) -> float:
         """δ(ε) <= p∞ + min_s e^{Σ log M(s) - sε}·s^s/(s+1)^{s+1} (E(1 - e^{ε-S})_+ <= E e^{s(S-ε)}·
         max_t (1 - e^{-t})e^{-st}), over s on the Chernoff grid: valid without any FFT."""
         s = tilt.TAIL_S
         with np.errstate(invalid="ignore"):
-            logs = self.mgf[True].values(s) - s * eps + s * np.log(s) - (s + 1.0) * np.log1p(s)
+            logs = self.mgf[True].at_tail_s() - s * eps + s * np.log(s) - (s + 1.0) * np.log1p(s)
         inf_part = -math.expm1(self.mgf[True].log_finite) if self.mgf[True].log_finite > -math.inf else 1.0
         return min(1.0, inf_part + math.exp(min(float(np.nanmin(logs)), 0.0)))
 
     def upper(self, eps: float) -> Value:
-        """Upper bound on δ(ε): the tilted FFT where it applies, else the Chernoff bound."""
+        """Upper bound on δ(ε): the tilted FFT where it applies, else the Chernoff bound (kept for the last ε)."""
+        return self._memo(eps, "upper", lambda: self._upper(eps))
+
+    def lower(self, eps: float) -> Value:
+        """Lower bound on δ(ε) (0 where the FFT gives nothing; kept for the last ε)."""
+        return self._memo(eps, "lower", lambda: self._lower(eps))
+
+    def _upper(self, eps: float) -> Value:
         comp = self.composition(True, self.tilt_for(eps), eps)
         chern = self.chernoff_upper(eps)
         if comp is None:
@@ -219,8 +272,7 @@ class Bracket:
             return Value(chern, PLD_UPPER_BOUND, chern)
         return Value(val, PLD_UPPER_BOUND, comp.absolute(eps, True))
 
-    def lower(self, eps: float) -> Value:
-        """Lower bound on δ(ε) (0 where the FFT gives nothing)."""
+    def _lower(self, eps: float) -> Value:
         comp = self.composition(False, self.tilt_for(eps), eps)
         if comp is None:
             return Value(0.0, PLD_LOWER_BOUND, 0.0)
@@ -242,6 +294,8 @@ class Bracket:
         for _ in range(2):
             lam = self.tilt_for(guess)
             comp = self.composition(upper, lam, 0.0)
+            if comp is None and guess > 0.0:  # a window down to ε = 0 is too wide: start it nearer the guess
+                comp = self.composition(upper, lam, WINDOW_FALLBACK * guess)
             if comp is None:
                 break
             if upper:
@@ -331,10 +385,17 @@ def delta_pair(sigma: float, steps: int, epochs: int, discretization: float, dir
     grid is the cause (variance gap). A direction whose Chernoff bound is below the other's lower
     value cannot be the max and is not composed. The upper is RDP's where that is smaller.
     """
+    return pair_at(sigma, steps, epochs, discretization, direction, eps,
+                   float(poisson_rdp_delta(sigma, steps, epochs, [eps])[0]))
+
+
+def pair_at(sigma: float, steps: int, epochs: int, discretization: float, direction: Direction,
+            eps: float, rdp: float, tail_z: float | None = None) -> tuple[Value, Value]:
+    """:func:`delta_pair` given RDP's δ(ε) (computed for a whole grid at once by :func:`pld_grid`), with
+    the tail cut ``tail_z`` if given (else sized from RDP's δ(ε))."""
     n = steps * epochs
-    rdp = float(poisson_rdp_delta(sigma, steps, epochs, [eps])[0])
-    z = tail_z_for(rdp, n)
-    delta = float(discretization)
+    z = tail_z_for(rdp, n) if tail_z is None else tail_z
+    delta = start_delta(sigma, steps, epochs, float(discretization), z)
     best_up, best_lo = None, None
     refine = 0
     while True:
@@ -367,6 +428,46 @@ def delta_pair(sigma: float, steps: int, epochs: int, discretization: float, dir
     return best_up, best_lo
 
 
+#: At most this many halvings of the grid step before the first pass (:func:`start_delta`): 2^-10, and
+#: none that would take one step's PMF past START_MAX_POINTS (memory: thin steps have few points).
+MAX_START_HALVINGS, START_MAX_POINTS = 10, 2**18
+#: One step's loss spread should span at least this many grid cells (measured: σ = 3, T = 10^4, E = 100
+#: spreads over 0.5 cell of 1e-4 and the lower side was 0 at every δ from 1e-5 to 1e-15, the merged
+#: PMF's rounding compounded over T·E steps; from Δ = 1e-5, 5 cells, the bracket is 0.5% wide).
+MIN_SPREAD_CELLS = 8.0
+
+
+def step_spread(sigma: float, steps: int, epochs: int, discretization: float, tail_z: float) -> float:
+    """Standard deviation of one step's privacy loss (the smaller direction's connect-the-dots PMF)."""
+    out = math.inf
+    for d in (Direction.REMOVE, Direction.ADD):
+        g = step_masses(float(sigma), int(steps), float(discretization), d, float(tail_z)).upper
+        ell, m = g.losses(), g.masses
+        total = float(np.sum(m))
+        mean = float(np.dot(m, ell)) / total
+        out = min(out, math.sqrt(max(float(np.dot(m, (ell - mean) ** 2)) / total, 0.0)))
+    return out
+
+
+@functools.lru_cache(maxsize=64)
+def start_delta(sigma: float, steps: int, epochs: int, discretization: float, tail_z: float) -> float:
+    """The grid step the bracket starts from: ``discretization`` halved until one step's loss spread
+    covers at least MIN_SPREAD_CELLS cells (:func:`step_spread`), at most MAX_START_HALVINGS times.
+
+    Where the spread is a sliver of a cell (σ = 3, T = 10^4: 0.5 cell of 1e-4) the merged lower PMF's
+    rounding, compounded over T·E steps, left no lower side. Any grid gives a certified bracket (PMFs
+    rounded outward at any Δ): a finer start changes the width only, at the window's cost."""
+    delta = float(discretization)
+    spread = step_spread(sigma, steps, epochs, delta, tail_z)
+    points = step_masses(float(sigma), int(steps), delta, Direction.REMOVE, float(tail_z)).upper.masses.size
+    halvings = 0
+    while spread < MIN_SPREAD_CELLS * delta and halvings < MAX_START_HALVINGS and 2 * points <= START_MAX_POINTS:
+        delta /= 2.0
+        halvings += 1
+        points *= 2
+    return delta
+
+
 def _refine_steps(width: float, target: float, left: int) -> int:
     """Halvings of Δ that should bring ``width`` (∝ Δ^REFINE_EXPONENT) to 0.7·target, in [1, left]."""
     if not math.isfinite(width):
@@ -375,17 +476,74 @@ def _refine_steps(width: float, target: float, left: int) -> int:
     return int(min(left, max(1, math.ceil(need))))
 
 
+#: Grids of at least this many ε go through :func:`pld_grid` (smaller ones through the per-ε cache).
+GRID_MIN = 8
+
+
+@functools.lru_cache(maxsize=4)
+def pld_grid(sigma: float, steps: int, epochs: int, discretization: float, directions: tuple[Direction, ...],
+             epsilons: tuple[float, ...]) -> dict[Direction, tuple[tuple[Value, ...], tuple[Value, ...]]]:
+    """(upper values, lower values) per direction over an ε grid: :func:`delta_pair` at each ε, with what
+    a grid shares done once (issue 35 item 5: 14,001 ε cost 14,001 separate answers).
+
+    - RDP's δ(ε) is one array pass (:func:`poisson_rdp_delta`);
+    - one tail cut z for the whole grid: the largest of the per-ε cuts (the one sized from the
+      smallest RDP δ on the grid), so one pair of step PMFs per direction instead of one per z. A
+      larger cut is safe at every ε: it puts less mass at +∞ (upper side) and drops less (lower
+      side), so T·E·Φ̄(z) <= TRUNCATION_SHARE·δ holds at every ε of the grid;
+    - the saddle points of all ε are one batch per bracket (:meth:`Bracket.prime_tilts`), and ε in
+      ascending order reuse the last composition's tilt while it is within TILT_SLACK nats of the
+      saddle (:meth:`Bracket._grid_tilt`): a composition is read at many ε;
+    - the directions asked are answered ε by ε, so 'both' reads what 'remove' and 'add' just read
+      (:meth:`Bracket._memo`), and ``pld_upper`` and ``pld_lower`` share this cache.
+    Every value is a certified value of the same bracket: the tail cut and the tilt are free
+    parameters of the tilted FFT (its bound holds for any), so values differ from the per-ε path's in
+    the last digits (tests/core/test_poisson_pld.py compares them), never in validity.
+    """
+    eps = np.asarray(epsilons, dtype=np.float64)
+    order = np.argsort(eps, kind="stable")
+    rdp = poisson_rdp_delta(sigma, steps, epochs, eps)
+    n = steps * epochs
+    z = max(tail_z_for(float(r), n) for r in rdp.tolist())
+    out: dict[Direction, tuple[list, list]] = {d: ([None] * eps.size, [None] * eps.size) for d in directions}
+    primed = [bracket(sigma, steps, epochs, start_delta(sigma, steps, epochs, float(discretization), z), d, z)
+              for d in sorted({d for direction in directions for d in direction.parts()}, key=lambda d: d.value)]
+    for b in primed:
+        b.prime_tilts(epsilons)
+    try:
+        for i in order.tolist():
+            for d in directions:
+                up, lo = pair_at(sigma, steps, epochs, float(discretization), d, float(eps[i]), float(rdp[i]), z)
+                out[d][0][i] = up
+                out[d][1][i] = lo
+    finally:
+        for b in primed:
+            b.forget_tilts()
+    return {d: (tuple(u), tuple(lo)) for d, (u, lo) in out.items()}
+
+
 def poisson_pld_values(sigma: float, steps: int, epochs: int, epsilons, direction: Direction,
-                       discretization: float, pessimistic: bool) -> list[Value]:
-    """Certified δ(ε) values (upper if ``pessimistic``), one per ε (see :func:`delta_pair`)."""
-    args = (float(sigma), int(steps), int(epochs), float(discretization), direction)
-    return [delta_pair(*args, float(e))[0 if pessimistic else 1] for e in np.atleast_1d(epsilons)]
+                       discretization: float, pessimistic: bool,
+                       directions: tuple[Direction, ...] | None = None) -> list[Value]:
+    """Certified δ(ε) values (upper if ``pessimistic``), one per ε (see :func:`delta_pair`).
+
+    A grid of GRID_MIN or more ε goes through :func:`pld_grid` for ``directions`` (default: just
+    ``direction``; a caller that will ask for several directions of the same grid names them all)."""
+    args = (float(sigma), int(steps), int(epochs), float(discretization))
+    grid = tuple(float(e) for e in np.atleast_1d(epsilons))
+    if len(grid) >= GRID_MIN:
+        dirs = (direction,) if directions is None else tuple(directions)
+        if direction not in dirs:
+            raise ValueError(f"direction={direction.value!r} is not among directions={[d.value for d in dirs]}")
+        return list(pld_grid(*args, dirs, grid)[direction][0 if pessimistic else 1])
+    return [delta_pair(*args, direction, e)[0 if pessimistic else 1] for e in grid]
 
 
 def poisson_pld_bounds(sigma: float, steps: int, epochs: int, epsilons, direction: Direction,
-                       discretization: float, pessimistic: bool) -> tuple[np.ndarray, np.ndarray, list[str]]:
+                       discretization: float, pessimistic: bool,
+                       directions: tuple[Direction, ...] | None = None) -> tuple[np.ndarray, np.ndarray, list[str]]:
     """(δ values, resolutions, bound names) of :func:`poisson_pld_values` as arrays."""
-    vals = poisson_pld_values(sigma, steps, epochs, epsilons, direction, discretization, pessimistic)
+    vals = poisson_pld_values(sigma, steps, epochs, epsilons, direction, discretization, pessimistic, directions)
     return (np.asarray([v.delta for v in vals], dtype=np.float64),
             np.asarray([v.resolution for v in vals], dtype=np.float64), [v.bound for v in vals])
 
@@ -407,7 +565,7 @@ def epsilon_pair(sigma: float, steps: int, epochs: int, discretization: float, d
     """
     n = steps * epochs
     z = tail_z_for(target, n)
-    delta = float(discretization)
+    delta = start_delta(sigma, steps, epochs, float(discretization), z)
     best_up, best_lo = math.inf, 0.0
     refine = 0
     while True:
@@ -440,56 +598,3 @@ def poisson_pld_epsilon(sigma: float, steps: int, epochs: int, target: float, di
     up, name, lo = epsilon_pair(float(sigma), int(steps), int(epochs), float(discretization), direction,
                                 float(target))
     return (up, name) if pessimistic else (lo, PLD_LOWER_BOUND)
-
-
-#: dp_accounting's RDP accountant logs this (through absl) for every order it drops; dropping an order
-#: only removes a candidate from the minimum over orders, so the bound stays valid and the line is noise.
-RDP_CONVERGENCE_NOISE = "_compute_log_a_frac failed to converge"
-
-
-class _DropRdpNoise(logging.Filter):
-    def filter(self, record: logging.LogRecord) -> bool:
-        return not record.getMessage().startswith(RDP_CONVERGENCE_NOISE)
-
-
-@contextlib.contextmanager
-def quiet_rdp():
-    """Drop only dp_accounting's order-convergence warning while the RDP accountant runs."""
-    logger, drop = logging.getLogger("absl"), _DropRdpNoise()
-    logger.addFilter(drop)
-    try:
-        yield
-    finally:
-        logger.removeFilter(drop)
-
-
-@functools.lru_cache(maxsize=32)
-def rdp_accountant(sigma: float, steps: int, epochs: int):
-    """dp_accounting's RDP accountant of T·E Poisson-subsampled Gaussian steps (cached). dp_accounting is
-    imported here, not at module load: it takes about a second (scipy.signal, its calibration module), paid
-    by every Beam worker that starts, while only RDP questions need it."""
-    import dp_accounting  # noqa: PLC0415
-
-    event = dp_accounting.SelfComposedDpEvent(
-        dp_accounting.PoissonSampledDpEvent(1.0 / steps, dp_accounting.GaussianDpEvent(sigma)),
-        steps * epochs,
-    )
-    accountant = dp_accounting.rdp.RdpAccountant()
-    with quiet_rdp():
-        accountant.compose(event)
-    return accountant
-
-
-def poisson_rdp_delta(sigma: float, steps: int, epochs: int, epsilons) -> np.ndarray:
-    """RDP upper bound on δ_P(ε) (both directions), outward by :data:`RDP_RELATIVE`, never 0."""
-    accountant = rdp_accountant(float(sigma), int(steps), int(epochs))
-    with quiet_rdp():
-        vals = np.asarray([accountant.get_delta(float(e)) for e in np.atleast_1d(epsilons)], dtype=np.float64)
-    return np.clip(vals * (1.0 + RDP_RELATIVE), UNDERFLOW_FLOOR, 1.0)
-
-
-def poisson_rdp_epsilon(sigma: float, steps: int, epochs: int, target: float) -> float:
-    """RDP upper bound on ε_P(target) (both directions): dp_accounting's conversion at δ/(1 + RDP_RELATIVE)."""
-    accountant = rdp_accountant(float(sigma), int(steps), int(epochs))
-    with quiet_rdp():
-        return float(accountant.get_epsilon(target / (1.0 + RDP_RELATIVE)))

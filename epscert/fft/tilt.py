@@ -158,6 +158,8 @@ class Mgf:
         self.factors = tuple(factors)
         self._cache: dict[float, float] = {}
         self._blocked: dict[float, list[Blocked]] = {}
+        self._tails: dict[float, tuple[np.ndarray, np.ndarray]] = {}  # tilted_tails per λ
+        self._at_tail_s: np.ndarray | None = None  # values(TAIL_S)
         log_finite = 0.0
         for f in self.factors:
             inf = f.masses.inf_mass
@@ -177,6 +179,10 @@ class Mgf:
 
     def values(self, s) -> np.ndarray:
         s = np.atleast_1d(np.asarray(s, dtype=np.float64))
+        try:  # all cached (a grid reads the same points at many ε): the same numbers, without set algebra
+            return np.asarray([self._cache[v] for v in s.tolist()])
+        except KeyError:
+            pass
         todo = sorted({float(v) for v in s.tolist()} - self._cache.keys())
         if todo:
             arr = np.asarray(todo)
@@ -190,10 +196,17 @@ class Mgf:
     def at(self, s: float) -> float:
         return float(self.values([s])[0])
 
+    def at_tail_s(self) -> np.ndarray:
+        """values(TAIL_S), kept (the same cached numbers, without a lookup per call; read-only)."""
+        if self._at_tail_s is None:
+            self._at_tail_s = self.values(TAIL_S)
+            self._at_tail_s.flags.writeable = False
+        return self._at_tail_s
+
     def upper_tail(self, threshold: float) -> float:
         """log Pr[S_ℓ >= threshold] <= min_{s>0} Σ c log M(s) - s·threshold (finite part)."""
         with np.errstate(invalid="ignore"):
-            ex = self.values(TAIL_S) - TAIL_S * threshold
+            ex = self.at_tail_s() - TAIL_S * threshold
         return min(0.0, float(np.nanmin(ex)))
 
     def saddles(self, epsilons) -> list[float]:
@@ -249,10 +262,12 @@ class Mgf:
 
     def tilted_tails(self, lam: float) -> tuple[np.ndarray, np.ndarray]:
         """Pairs (Σ c log M(λ + s), s) and (Σ c log M(λ - s), s) for s in TAIL_S (finite values)."""
-        both = self.values(np.concatenate([lam + TAIL_S, lam - TAIL_S]))  # |s| <= λ + 256
-        up = np.column_stack([both[:TAIL_S.size], TAIL_S])
-        down = np.column_stack([both[TAIL_S.size:], TAIL_S])
-        return up[np.isfinite(up[:, 0])], down[np.isfinite(down[:, 0])]
+        if lam not in self._tails:  # kept per λ (a grid reads one composition at many ε)
+            both = self.values(np.concatenate([lam + TAIL_S, lam - TAIL_S]))  # |s| <= λ + 256
+            up = np.column_stack([both[:TAIL_S.size], TAIL_S])
+            down = np.column_stack([both[TAIL_S.size:], TAIL_S])
+            self._tails[lam] = (up[np.isfinite(up[:, 0])], down[np.isfinite(down[:, 0])])
+        return self._tails[lam]
 
 
 def window_for(mgf: Mgf, lam: float, eps_min: float, tail: float = WINDOW_TAIL) -> tuple[float, float]:

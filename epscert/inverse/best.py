@@ -80,6 +80,8 @@ from epscert.config import (
 )
 from epscert.progress import Callback, ProgressMeter
 from epscert.results.baselines import independent_bound_applies
+from epscert.analytic.poisson import delta_pair, epsilon_pair
+from epscert.analytic.poisson_limits import looseness_note
 from epscert.results.cost import format_seconds
 from epscert.results.rows import analytic_rows
 from epscert.results.tables import certify_config
@@ -450,6 +452,21 @@ def best_certificate(config: CertifyConfig, *, delta: float | None = None, epsil
                            tuple(notes), tuple(rows), need, seconds, lower, lower_method, estimate)
     row = best["row"]
     beta = row["error_prob"] if row["method"] in {m.value for m in Method if m.is_monte_carlo} else None
+    if config.sampler is Sampler.POISSON and config.strategy is None and row["method"] == Method.PLD_UPPER.value:
+        # the bracket's own lower side (cached with its upper side): the two-sided answer, and a note
+        # naming the limit where the bracket is not within LOOSE_WIDTH (issue 35 item 4)
+        pld = (float(config.sigma), int(config.steps), int(config.epochs), float(config.pld_discretization),
+               config.direction, float(target))
+        if quantity == "epsilon":
+            up, _, low = epsilon_pair(*pld)
+        else:
+            up, low = (v.delta for v in delta_pair(*pld))
+        if low > lower:
+            lower, lower_method = low, Method.PLD_LOWER.value
+        loose = looseness_note(config.sigma, config.steps, config.epochs, config.pld_discretization,
+                               up, low, quantity, target, up)
+        if loose:
+            notes.append(loose)
     return Certificate(quantity, target, name, best["value"], row["method"], row["bound"],
                        row["guarantee"], beta, tuple(notes), tuple(rows), need, seconds, lower, lower_method,
                        estimate)

@@ -35,6 +35,7 @@ from scipy.stats import norm
 
 from epscert.analytic.composed import sliced_pair
 from epscert.config.samplers import estimated_seconds
+from epscert.results.rows import row_count
 from epscert.montecarlo.protocol import BLOCK_ELEMENTS
 from epscert.config import EPSILON_BLOCK_BYTES, EPSILONS_PER_PASS, CertifyConfig, Method, Sampler
 
@@ -100,12 +101,29 @@ def sliced_pld_cost(sigma: float, steps: int, epochs: int, discretization: float
     return Cost(2 * points * SLICED_SECONDS_PER_POINT, BASE_BYTES + points * SLICED_BYTES_PER_POINT, points)
 
 
+#: A dense ε grid (issue 35 item 5, benchmarks/dense_grid.py on a 2-core machine, T = 50, 14,001 ε):
+#: beyond its first ε, the Poisson PLD bracket (pld_upper and pld_lower share one pass over the grid)
+#: costs about 0.7 ms per ε (more compositions, one per tilt the grid needs, and the reads), the cube
+#: lower bound about 0.4 ms per ε and sampler, RDP 0.03 ms per ε.
+POISSON_SECONDS_PER_EPSILON = 1e-3
+CUBE_SECONDS_PER_EPSILON = 5e-4
+RDP_SECONDS_PER_EPSILON = 5e-5
+#: Per result row (its dict, the schema's table): measured 2e-5 to 5e-5 s and 2.6 KB (14,001 ε x 3 rows).
+ROW_SECONDS = 5e-5
+ROW_BYTES = 3000
+
+
 def analytic_cost(config: CertifyConfig, method: Method) -> Cost:
-    """Cost of one analytic method of ``config`` (closed forms, RDP and the bracket count as 0 here)."""
+    """Cost of one analytic method of ``config``: the PLD grids, plus the per-ε cost of a dense grid
+    (closed forms and the Balls-and-Bins bracket count as 0 here)."""
     if config.sampler.is_persistent and method is not Method.CUBE_LOWER_BOUND:
         config = config.reduced()
+    more = len(config.epsilons) - 1  # the grid's ε beyond the first
     if method in (Method.PLD_UPPER, Method.PLD_LOWER) and config.sampler is Sampler.POISSON:
-        return poisson_pld_cost(config.sigma, config.steps, config.pld_discretization)
+        return poisson_pld_cost(config.sigma, config.steps, config.pld_discretization) + \
+            Cost(more * POISSON_SECONDS_PER_EPSILON)
+    if method is Method.RDP_UPPER:
+        return Cost(more * RDP_SECONDS_PER_EPSILON)
     if method is Method.CUBE_LOWER_BOUND:
         sigma, epochs = config.sigma, config.epochs
         if config.sampler.is_persistent:
@@ -114,7 +132,15 @@ def analytic_cost(config: CertifyConfig, method: Method) -> Cost:
             pair = "balls_and_bins" if config.sampler.base is Sampler.BALLS_AND_BINS else "shuffle"
             return sliced_pld_cost(sigma, config.steps, epochs, config.pld_discretization,
                                    max(config.epsilons) / epochs, pair)
+        return Cost(more * CUBE_SECONDS_PER_EPSILON)
     return Cost()
+
+
+def rows_cost(config: CertifyConfig, method: Method) -> Cost:
+    """The result rows of one method (:func:`epscert.results.rows.row_count`): seconds and the bytes they
+    hold (rows are kept in memory as one table, so their bytes add up over methods)."""
+    rows = row_count(config, method)
+    return Cost(rows * ROW_SECONDS, rows * ROW_BYTES)
 
 
 #: Measured per sample and direction beyond its coordinates (drawing the event, the loss, the sums):
@@ -139,11 +165,14 @@ def monte_carlo_cost(config: CertifyConfig, method: Method) -> Cost:
 
 
 def config_cost(config: CertifyConfig) -> Cost:
-    """Estimated cost of every resolved method of ``config`` (seconds add up, memory is the largest)."""
-    total = Cost()
+    """Estimated cost of every resolved method of ``config``: seconds add up; memory is the largest
+    method's, plus the rows of all methods (held together)."""
+    total, rows = Cost(), Cost()
     for m in config.resolved:
         total = total + (monte_carlo_cost(config, m) if m.is_monte_carlo else analytic_cost(config, m))
-    return total
+        part = rows_cost(config, m)
+        rows = Cost(rows.seconds + part.seconds, rows.peak_bytes + part.peak_bytes)
+    return Cost(total.seconds + rows.seconds, total.peak_bytes + rows.peak_bytes, total.points)
 
 
 #: Default cap of one certification (``certify(max_cpu_hours=...)``, ``epscert certify --max-cpu-hours``):

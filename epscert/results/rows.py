@@ -394,8 +394,9 @@ def _analytic_bounds(config: CertifyConfig, method: Method, direction: Direction
                 bracket.resolution)
     if method in (Method.PLD_UPPER, Method.PLD_LOWER):
         upper = method is Method.PLD_UPPER
+        asked = config.direction.parts() + ((Direction.BOTH,) if config.direction is Direction.BOTH else ())
         vals, res, names = poisson_pld_bounds(s, T, E, eps, direction, config.pld_discretization,
-                                              pessimistic=upper)
+                                              pessimistic=upper, directions=asked if direction in asked else None)
         return (None, vals, "upper_bound", names, res) if upper else (vals, None, "lower_bound", names, res)
     if method is Method.RDP_UPPER:
         return None, poisson_rdp_delta(s, T, E, eps), "upper_bound", "rdp", float(UNDERFLOW_FLOOR)

@@ -17,8 +17,10 @@ import pytest
 from dp_accounting.pld import pld_privacy_accountant
 
 import epscert.analytic.poisson as poisson
+from epscert.analytic.poisson_limits import looseness_note
 from epscert.analytic.poisson import (poisson_pld_epsilon, poisson_pld_values, poisson_rdp_delta,
                                       poisson_rdp_epsilon)
+from epscert.analytic.resolution import UNDERFLOW_FLOOR
 from epscert.fft import tilt
 from epscert.config import Direction
 
@@ -136,3 +138,81 @@ def test_issue_24_done_criteria(sigma, steps, epochs):
         fine = dp_epsilon(sigma, steps, epochs, delta, 2e-5)
         if math.isfinite(fine) and abs(coarse - fine) <= 1e-3 * fine:
             assert abs(up - coarse) <= 5e-3 * coarse, (delta, up, coarse)
+
+
+# -- issue 35 item 4: Poisson at the extremes -----------------------------------------------------------------
+
+@pytest.mark.parametrize("delta", [1e-5, 1e-15])
+def test_large_sigma_many_steps_within_one_percent(delta):
+    """σ = 3, T = 10^4, E = 100: one step's loss spans half a cell of 1e-4, and the lower side was 0 at
+    every δ. The bracket starts on a finer grid (start_delta): within 1%, below RDP, and overlapping the
+    bracket computed from a 50x finer discretisation (an independent grid: both are certified)."""
+    up, name = poisson_pld_epsilon(3.0, 10**4, 100, delta, BOTH, 1e-4, True)
+    lo, _ = poisson_pld_epsilon(3.0, 10**4, 100, delta, BOTH, 1e-4, False)
+    assert name == "pld_pessimistic"
+    assert 0.0 < lo <= up <= 1.01 * lo
+    assert up <= poisson_rdp_epsilon(3.0, 10**4, 100, delta)
+    fine_up, _ = poisson_pld_epsilon(3.0, 10**4, 100, delta, BOTH, 2e-6, True)
+    fine_lo, _ = poisson_pld_epsilon(3.0, 10**4, 100, delta, BOTH, 2e-6, False)
+    assert lo <= fine_up and fine_lo <= up
+
+
+@pytest.mark.slow
+def test_small_sigma_many_epochs_within_one_percent():
+    """σ = 0.3, T = 100, E = 100, δ = 1e-15: [78.4, 463.2] before (the window down to ε = 0 was over
+    MAX_WINDOW); an independent tilted-FFT reference puts ε near 447. Within 1%, below RDP (about 6 s)."""
+    up, name = poisson_pld_epsilon(0.3, 100, 100, 1e-15, BOTH, 1e-4, True)
+    lo, _ = poisson_pld_epsilon(0.3, 100, 100, 1e-15, BOTH, 1e-4, False)
+    assert name == "pld_pessimistic"
+    assert 0.0 < lo <= up <= 1.01 * lo
+    assert up <= poisson_rdp_epsilon(0.3, 100, 100, 1e-15)
+    assert lo <= 448.0 and up >= 446.0  # the issue's reference, "near 447"
+
+
+def test_looseness_note_names_the_limit():
+    """A bracket within 1% has no note; a wide one says how wide and names a cause; a grid too coarse for
+    one step's spread (start_delta cannot refine below 2^-MAX_START_HALVINGS) is named as such."""
+    assert looseness_note(1.0, 50, 1, 1e-4, 1.0, 0.995, "epsilon", 1e-5, 1.0) is None
+    wide = looseness_note(1.0, 50, 1, 1e-4, 1.0, 0.5, "epsilon", 1e-5, 1.0)
+    assert wide is not None and "not within 1%" in wide
+    none = looseness_note(1.0, 50, 1, 1e-4, 1e-3, 0.0, "delta", 1.0, 1e-3)
+    assert none is not None and "no lower side" in none
+    coarse = looseness_note(30.0, 10**6, 1, 1e-1, 1e-3, 0.0, "delta", 1e-3, 1e-3)
+    assert coarse is not None and "grid resolution" in coarse and "MIN_SPREAD_CELLS" in coarse
+
+
+def test_accountant_answer_is_two_sided_at_the_extreme():
+    """The Accountant's Poisson ε carries the bracket's lower side (it had none) and no looseness note."""
+    from epscert import Accountant
+    interval = Accountant(3.0, steps=10**4, epochs=100, sampler="poisson").epsilon_interval(1e-5)
+    assert 0.0 < interval.lower <= interval.upper <= 1.01 * interval.lower
+
+
+# -- issue 35 item 5: a dense ε grid ---------------------------------------------------------------------------
+
+def test_rdp_delta_is_dp_accountings_bit_for_bit():
+    """The vectorised RDP conversion equals dp_accounting's get_delta at every ε (then the same allowance)."""
+    for sigma, steps, epochs in [(1.0, 50, 1), (0.3, 100, 100), (3.0, 10**4, 100), (20.0, 10, 1)]:
+        eps = np.concatenate([np.linspace(0.0, 14.0, 501), [1e-12, 50.0, 300.0, 700.0]])
+        acc = poisson.rdp_accountant(sigma, steps, epochs)  # re-exported from poisson_rdp
+        with poisson.quiet_rdp():
+            old = np.asarray([acc.get_delta(float(e)) for e in eps])
+        old = np.clip(old * (1.0 + poisson.RDP_RELATIVE), UNDERFLOW_FLOOR, 1.0)
+        assert np.array_equal(poisson_rdp_delta(sigma, steps, epochs, eps), old)
+
+
+@pytest.mark.parametrize("sigma,steps,epochs", [(1.0, 50, 1), (0.7, 10, 3)])
+def test_dense_grid_agrees_with_the_per_epsilon_path(sigma, steps, epochs):
+    """pld_grid (one tail cut, shared tilts and compositions) against delta_pair one ε at a time: both are
+    certified brackets, so they must overlap at every ε, and they agree to 1e-3 (measured: 1e-4)."""
+    grid = tuple(np.linspace(0.0, 8.0, 41).tolist())
+    dirs = (Direction.REMOVE, Direction.ADD, BOTH)
+    dense = poisson.pld_grid(sigma, steps, epochs, 1e-4, dirs, grid)
+    for d in dirs:
+        ups, los = dense[d]
+        for e, up, lo in zip(grid, ups, los):
+            poisson.delta_pair.cache_clear()
+            old_up, old_lo = poisson.delta_pair(sigma, steps, epochs, 1e-4, d, e)
+            assert lo.delta <= old_up.delta and old_lo.delta <= up.delta
+            assert up.delta <= old_up.delta * (1 + 1e-3) + 1e-300
+            assert lo.delta >= old_lo.delta * (1 - 1e-3)

@@ -133,3 +133,33 @@ def test_api_refuses_a_pld_grid_past_the_memory_cap_before_work():
     with pytest.raises(ValueError, match="pld_discretization"):
         epscert.certify(sampler="poisson", sigma=1.0, steps=10, epsilons=[1.0], method="pld_upper",
                         pld_discretization=1e-10)
+
+
+def test_cost_estimate_sees_a_dense_grid():
+    """Issue 35 item 5: the estimate grows with the ε grid by the measured per-ε costs of the analytic
+    bounds and by the rows (seconds and bytes), so --dry-run and the CPU-hours cap see a dense grid.
+    Checked against the row count the run will produce (an independent count), not a stored figure."""
+    from epscert.results import cost
+    from epscert.results.rows import row_count
+    grid = tuple(i * 1e-3 for i in range(14_001))
+    for sampler, method in [("poisson", "pld_upper"), ("shuffle", "cube_lower_bound"), ("balls_and_bins", "auto")]:
+        one = _config(sampler=sampler, methods=method, steps=50, samples=1000)
+        dense = _config(sampler=sampler, methods=method, steps=50, samples=1000, epsilons=grid)
+        c1, c2 = cost.config_cost(one), cost.config_cost(dense)
+        rows = sum(row_count(dense, m) for m in dense.resolved)
+        assert c2.seconds - c1.seconds >= (rows - len(one.epsilons) * 3) * cost.ROW_SECONDS
+        assert c2.peak_bytes - c1.peak_bytes >= (rows - 3) * cost.ROW_BYTES * 0.99
+
+
+def test_certify_dry_run_estimate_grows_with_the_grid(tmp_path, capsys):
+    out = tmp_path / "r.parquet"
+    estimates = []
+    for eps in ("1", ",".join(str(i * 1e-3) for i in range(14_001))):
+        argv = ["certify", "--sigma", "1", "--steps", "50", "--samples", "1000", "--epsilons", eps,
+                "--output", str(out), "--dry-run"]
+        assert cli.main(argv) == 0
+        printed = capsys.readouterr().out
+        line = next(x for x in printed.splitlines() if "estimated CPU time" in x)
+        estimates.append(line)
+    assert estimates[0] != estimates[1]
+    assert list(tmp_path.iterdir()) == []
