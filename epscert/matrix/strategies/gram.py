@@ -55,6 +55,13 @@ class Factor:
     perm: np.ndarray | None
     inverse: np.ndarray | None
 
+    @functools.cached_property
+    def blocks(self) -> tuple[np.ndarray, np.ndarray]:
+        """'band': L as (m, K, K) diagonal and sub-diagonal blocks (:func:`epscert.matrix.kernels.band_blocks`)."""
+        from epscert.matrix.kernels import band_blocks
+
+        return band_blocks(self.band)
+
 
 @dataclass(frozen=True, eq=False)
 class ModeGram:
