@@ -21,21 +21,27 @@ them and the later ones do not.
 
 Next to it, in the same CPU budget (the epscert call's CPU seconds), where installed:
 - JAX Privacy's Monte Carlo (``get_privacy_loss_sample``, both directions, half the budget each; the
-  count from a timed pilot of ``PILOT`` samples, capped at ``MAX_RIVAL_SAMPLES``): δ̂(ε) = the larger
+  count from a timed pilot of ``PILOT`` samples, at least ``MIN_RIVAL_SAMPLES`` (so it may overrun a
+  small budget: 70 ms a sample at n = 10^4, b = 1000, measured), at most ``MAX_RIVAL_SAMPLES``): δ̂(ε) = the larger
   direction's mean of (1 - e^{ε - ℓ})_+, and ε where δ̂ = δ and where δ̂ ∓ 2 standard errors = δ
   (an estimate with a CLT band, not a certificate; '-' when no sample reaches δ);
 - Opake 0.16.1's ``bnb_mc_pld`` at the finest ``mc_resolution`` whose ``resolved_num_mc_samples`` fit the
   budget at the rate of a timed pilot (resolution 1e-2): its ``epsilon_at(δ)``, an upper bound that
-  holds except with probability 1e-6, and never finite for δ below the resolution.
+  holds except with probability 1e-6, and never finite for δ below the resolution (left out for
+  b > ``OPAKE_MAX_BINS``: its API takes the Gram matrix as a Python list of b² floats).
 The rivals' calls are those of ``benchmarks/matrix_rivals.py`` (their conventions are stated and tested
 there).
 
-Cost. The full run is 15 epscert calls at the default 10^5 samples: on the shared 2-core machine
-about 10-20 CPU minutes for the four smaller configurations after the issue-33 cost work (it was about
-25 minutes at 300 s per b = 2000 call before), plus the rivals' equal budgets (so about twice that in
-all), plus the b = 10^4 configuration, whose b x b Gram matrix and the arrays derived from it take
-several GB of memory (800 MB each): allow an hour and 8 GB. ``--quick`` (2000 samples, δ = 1e-6,
-rivals included) takes a few minutes; its log is ``benchmarks/results/matrix_production-quick.log``.
+Cost. The full run is 15 epscert calls at the default 10^5 samples (three passes of 10^5 per direction
+each). Not run yet; estimated from the per-sample rates measured for issue 33 (one core of the shared
+2-core machine, tilted: 1.6 s REMOVE + 2.1 s ADD per 10^4 samples at b = 2000): about 2 CPU minutes per
+call at b = 1000-2000, under half a minute at b = 100, and several times the b = 2000 figure at
+b = 10^4 with 64 bands, whose b x b Gram matrix and the arrays derived from it also take about 4 GB of
+memory (800 MB each). The rivals get the same CPU again (JAX Privacy more where its minimum count
+overruns the budget). Allow 2 to 3 CPU hours and 6 GB for the full run. ``--quick`` (2000 samples,
+δ = 1e-6, rivals included) takes a few CPU minutes; its log is
+``benchmarks/results/matrix_production-quick.log``.
+
 Figures are printed (markdown) and saved as JSON under ``--out``. No timing is asserted anywhere.
 """
 
@@ -72,8 +78,11 @@ CONFIGS = (
 )
 DELTAS = (1e-6, 1e-8, 1e-10)
 QUICK_SAMPLES = 2000
-#: Samples of the rivals' timed pilots, and the most either rival is given (memory of the loss arrays).
-PILOT = 2000
+#: Samples of JAX Privacy's timed pilot, the fewest and the most either rival is given (the most: memory).
+PILOT = 50
+MIN_RIVAL_SAMPLES = 50
+#: Opake takes the Gram matrix as a Python list of b² floats: left out above this b (10^8 floats at b = 10^4).
+OPAKE_MAX_BINS = 4000
 MAX_RIVAL_SAMPLES = 10**7
 OPAKE_FAILURE = 1e-6
 
@@ -99,8 +108,9 @@ def crossing(eps: np.ndarray, curve: np.ndarray, delta: float) -> float:
 
 def jax_privacy_budget(c_col, n: int, b: int, sigma: float, delta: float, budget: float, upper: float) -> dict:
     """JAX Privacy's estimate of ε(δ) from as many loss samples as ``budget`` CPU s allow (module docstring)."""
+    jax_privacy_losses(c_col, n, b, sigma, True, 2, seed=0)  # warm-up: imports and compilation
     _, t = cpu(lambda: jax_privacy_losses(c_col, n, b, sigma, True, PILOT, seed=0))
-    count = int(min(MAX_RIVAL_SAMPLES, max(PILOT, PILOT * 0.5 * budget / max(t, 1e-9))))
+    count = int(min(MAX_RIVAL_SAMPLES, max(MIN_RIVAL_SAMPLES, PILOT * 0.5 * budget / max(t, 1e-9))))
     top = upper if math.isfinite(upper) else 50.0
     eps = np.linspace(0.0, 1.5 * top, 1501)
     mean, err = np.zeros(eps.size), np.zeros(eps.size)
@@ -159,12 +169,15 @@ def run(configs, deltas, samples: int | None, rivals: bool) -> list[dict]:
                     row["jax_privacy"] = {"missing": str(err)}
                 try:
                     load_opake()
-                    op = row["opake"] = opake_budget(strategy.gram(b).g0, sigma, delta, budget)
+                    if b <= OPAKE_MAX_BINS:
+                        op = row["opake"] = opake_budget(strategy.gram(b).g0, sigma, delta, budget)
+                    else:
+                        row["opake"] = {"missing": f"b = {b} > {OPAKE_MAX_BINS}: a list of b² floats"}
                 except ImportError as err:
                     row["opake"] = {"missing": str(err)}
-            jp_text = "not run" if jp is None else (f"{fmt(jp['estimate'])} [{fmt(jp['low'])}, {fmt(jp['high'])}] "
+            jp_text = row.get("jax_privacy", {}).get("missing", "not run") if jp is None else (f"{fmt(jp['estimate'])} [{fmt(jp['low'])}, {fmt(jp['high'])}] "
                                                     f"({jp['samples']:,}, {jp['cpu_s']:.1f})")
-            op_text = "not run" if op is None else f"{fmt(op['upper'])} ({op['resolution']:.1e}, {op['cpu_s']:.1f})"
+            op_text = row.get("opake", {}).get("missing", "not run") if op is None else f"{fmt(op['upper'])} ({op['resolution']:.1e}, {op['cpu_s']:.1f})"
             print(f"| {n} | {b} | {bands} | {sigma} | {delta:.0e} | [{fmt(mine['lower'])}, {fmt(mine['upper'])}] "
                   f"| {100 * mine['width']:.1f}% | {mine['samples']:,} | {budget:.1f} | {jp_text} | {op_text} |",
                   flush=True)
