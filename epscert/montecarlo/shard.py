@@ -192,7 +192,7 @@ def run_value_shard(task: ShardTask, progress: Callable[[int], None] | None = No
     for direction in directions:
         ranges = sampler.value_range(direction, config.epsilons)
         taus = np.stack([truncation_levels(float(b)) for b in ranges])[:, :, None]  # (|ε|, LEVELS, 1)
-        sums = acc_mod.ValueSums(n_eps, n_eps * LEVELS)  # exact, turned into integers once per direction
+        sums = acc_mod.ValueSums(n_eps, n_eps * LEVELS).truncated_at(taus[:, :, 0])  # exact; integers once per direction
         pending: list[np.ndarray] = []
 
         def fold(y, last=False):
@@ -206,7 +206,7 @@ def run_value_shard(task: ShardTask, progress: Callable[[int], None] | None = No
             pending.clear()
             for start in range(0, y.shape[1], fold_cols):  # host temporaries bounded by FOLD_ELEMENTS
                 part = y[:, start:start + fold_cols]
-                sums.add(part, np.minimum(part[:, None, :], taus).reshape(n_eps * LEVELS, part.shape[1]))
+                sums.add_truncated(part)  # the sums of min(part, τ) at every level
                 if progress is not None:
                     progress(part.shape[1])
 
