@@ -30,7 +30,9 @@ from scipy import linalg
 
 #: Use the banded factor only when b is at least BAND_MIN_BINS and its diagonals are at most this
 #: fraction of b: numpy's dense BLAS product beats the band loop below that (measured at b = 100 with
-#: 1 and 4 bands: 1.71M rows/s dense against 0.41M banded, 20 000 x 100 draws, one core).
+#: 1 and 4 bands: 1.71M rows/s dense against 0.41M banded, 20 000 x 100 draws, one core; measured with the
+#: concatenation loop, before numpy's block product of issue 33, which runs 18x faster at b = 2000:
+#: not re-measured, and a change of these thresholds changes the draws of a seed).
 BAND_FRACTION = 0.125
 BAND_MIN_BINS = 512
 #: Refuse Gram matrices whose computation (dense strategies: n b² flops) would exceed this.
