@@ -152,9 +152,53 @@ class LossTilt:
         return theta * law_tv(b, 2 * theta * b) * self.value_range(epsilons)
 
     def draw_tuples(self, uniforms: np.ndarray) -> np.ndarray:
-        """(n, θ) tuples from (n, θ) uniforms on [0, 1) (:func:`draw_tuples`, numpy)."""
-        weights = np.ones((1, 1)) if self.weights is None else self.weights
-        return draw_tuples(np, self.tables, weights, self.theta, self.pair.bins, uniforms)
+        """(n, θ) tuples from (n, θ) uniforms on [0, 1) (:func:`draw_tuples`, numpy).
+
+        The same indices as :func:`draw_tuples`, with the table levels read from cumulative sums formed
+        once (:attr:`cumulative`): each row of F_{m+1}(k_1..k_m, ·) is summed in the order ``inverse_cdf``
+        sums it, so the partial sums are the same floats, and the count of those <= U·total is found
+        by bisection (:func:`count_at_most`) instead of a pass over all b. Cost only: at b = 2000, θ = 3
+        the tuple draws were a tenth of a run (issue 33)."""
+        if self.theta == 1:
+            weights = np.ones((1, 1))
+            return draw_tuples(np, self.tables, weights, self.theta, self.pair.bins, uniforms)
+        picks = []
+        for m, cum in enumerate(self.cumulative):
+            rows = cum[tuple(picks)] if m else cum
+            picks.append(count_at_most(rows, uniforms[:, m]))
+        weight = self.weights[picks[0]]
+        for k in picks[1:]:
+            weight = weight * self.weights[k]
+        picks.append(inverse_cdf(np, weight, uniforms[:, self.theta - 1]))
+        return np.stack(picks, axis=1)
+
+    @functools.cached_property
+    def cumulative(self) -> list[np.ndarray]:
+        """np.cumsum of F_1 .. F_{θ-1} along their last axis (the partial sums :func:`inverse_cdf` forms)."""
+        return [np.cumsum(table, axis=-1) for table in self.tables]
+
+
+def count_at_most(cum: np.ndarray, uniforms: np.ndarray) -> np.ndarray:
+    """:func:`inverse_cdf`'s index from precomputed partial sums: per row of ``cum`` (N x m, or one row of m
+    for every uniform), min(#{partial sums <= U·total}, m - 1), by bisection. The partial sums of
+    non-negative weights do not decrease (a rounded sum never falls when a term >= 0 is added), so the
+    count is the first position whose partial sum exceeds the target."""
+    n, m = uniforms.shape[0], cum.shape[-1]
+    if cum.ndim == 1:
+        target = uniforms * cum[-1]
+        return np.minimum(np.searchsorted(cum, target, side="right"), m - 1)
+    target = uniforms * cum[:, -1]
+    rows = np.arange(n)
+    lo, hi = np.zeros(n, dtype=np.int64), np.full(n, m, dtype=np.int64)
+    while True:
+        live = lo < hi
+        if not live.any():
+            break
+        mid = (lo + hi) // 2
+        above = cum[rows, np.minimum(mid, m - 1)] > target
+        hi = np.where(live & above, mid, hi)
+        lo = np.where(live & ~above, mid + 1, lo)
+    return np.minimum(lo, m - 1)
 
 
 def law_tv(m: int, weight_ulps: float) -> float:

@@ -80,6 +80,8 @@ class MatrixPair:
             return ("dense", xp.asarray(f.dense))
         if f.kind == "diag":
             return ("diag", xp.asarray(f.band[0]))
+        if xp is np:  # numpy multiplies the factor's blocks (kernels.band_blocks)
+            return ("band", f.band, f.inverse) + f.blocks
         return ("band", xp.asarray(f.band), xp.asarray(f.inverse))
 
     def noise(self, z: np.ndarray) -> np.ndarray:

@@ -63,6 +63,7 @@ tail, a factor of a few).
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 
 import numpy as np
@@ -294,25 +295,43 @@ def add_line_log_values(xp, sp, g, d, half_diag, var_u, log_b, eps_list, groups=
             log_a = xp.log(xp.exp(a - top) @ onehot) + top  # log A_u
     vbar = 2.0 * xp.mean(half_diag)
     sd = math.sqrt(var_u)
-    out = []
-    for eps in eps_list:
-        log_target = log_b - eps  # log(b/K)
-        def step(_, s, log_target=log_target):
-            terms = log_a + s[:, None] * levels
-            top = xp.max(terms, axis=1)
-            w = xp.exp(terms - top[:, None])
-            total = xp.sum(w, axis=1)
-            f = top + xp.log(total) - log_target
-            return s - xp.where(f > 0, f * total / xp.sum(w * levels, axis=1), 0.0)
+    eps_list = list(eps_list)
+    # numpy: the grid in chunks of ADD_LINE_ELEMENTS (N, ε, U) entries, one Newton loop per chunk (per ε, the
+    # numpy calls on (N, U) arrays of a b = 2000 block, 64 x 31, cost more than their arithmetic); JAX: per ε
+    chunk = max(1, ADD_LINE_ELEMENTS // max(1, int(g.shape[0]) * int(levels.shape[0]))) if xp is np else 1
+    return xp.concatenate([_add_line_chunk(xp, sp, log_a, levels, var_u, sd, vbar, log_b, eps_list[i:i + chunk])
+                           for i in range(0, len(eps_list), chunk)], axis=0)
 
-        s = sp.fori_loop(0, NEWTON_STEPS, step, xp.full(s_mean.shape, -eps + 0.5 * vbar))
-        base = sp.log_ndtr(s / sd)
-        logs = (log_a + 0.5 * levels * levels * var_u + sp.log_ndtr((s[:, None] - levels * var_u) / sd) - log_target
-                - base[:, None])
-        inner = xp.sum(xp.exp(logs), axis=1)  # = (K/b) Σ_u A_u e^{d_u² v/2} Φ(.)/Φ(s*/√v)
-        rest = 1.0 - inner
-        out.append(xp.where(rest > 0, base + xp.log(xp.where(rest > 0, xp.minimum(rest, 1.0), 1.0)), -xp.inf))
-    return xp.stack(out)
+
+#: Entries of the (N, ε, U) arrays of one numpy Newton loop of :func:`add_line_log_values` (2 MiB of float64).
+ADD_LINE_ELEMENTS = 2**18
+
+
+def _add_line_chunk(xp, sp, log_a, levels, var_u, sd, vbar, log_b, eps_list):
+    """(|ε|, N) log J of :func:`add_line_log_values` for a few ε at once, ε on the middle axis. Every entry is
+    the per-ε computation's, operation for operation (the same elementwise steps, the same reductions over
+    the last, contiguous axis), and a lane that Newton left fixed stays fixed while the loop runs on for the
+    chunk's other lanes, so the values are those of one loop per ε."""
+    eps = xp.asarray(eps_list)
+    log_target = log_b - eps  # log(b/K), (E,)
+
+    def step(_, s):
+        terms = log_a[:, None, :] + s[:, :, None] * levels
+        top = xp.max(terms, axis=2)
+        w = xp.exp(terms - top[:, :, None])
+        total = xp.sum(w, axis=2)
+        f = top + xp.log(total) - log_target
+        return s - xp.where(f > 0, f * total / xp.sum(w * levels, axis=2), 0.0)
+
+    start = xp.zeros((log_a.shape[0], len(eps_list))) + (-eps + 0.5 * vbar)
+    s = sp.fori_loop(0, NEWTON_STEPS, step, start)
+    base = sp.log_ndtr(s / sd)
+    logs = (log_a[:, None, :] + 0.5 * levels * levels * var_u + sp.log_ndtr((s[:, :, None] - levels * var_u) / sd)
+            - log_target[:, None] - base[:, :, None])
+    inner = xp.sum(xp.exp(logs), axis=2)  # = (K/b) Σ_u A_u e^{d_u² v/2} Φ(.)/Φ(s*/√v)
+    rest = 1.0 - inner
+    out = xp.where(rest > 0, base + xp.log(xp.where(rest > 0, xp.minimum(rest, 1.0), 1.0)), -xp.inf)
+    return out.T
 
 
 def line_groups(d: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -400,7 +419,6 @@ class MatrixValueSampler(ValueSampler):
         self.d_mean = gu / self.var_u
         self.d_groups = line_groups(self.d_mean)
         self.vbar = float(np.mean(pair.diag))
-        self.kriging = pair.g / pair.diag[None, :]
         if method == "conditional":
             self.lines = RemoveLines(pair)
             self.lines_per_sample = min(b, LINES_PER_SAMPLE)
@@ -416,6 +434,12 @@ class MatrixValueSampler(ValueSampler):
 
     #: The module of this sampler's JAX kernels, named, not imported (it imports this one and JAX lazily).
     jax_kernels_module = "epscert.matrix.jax_kernels"
+
+    @functools.cached_property
+    def kriging(self) -> np.ndarray:
+        """G / diag(G) (column k is G e_k / v_k), for 'importance' only: built when first asked for (a b x b
+        array, 800 MB at b = 10^4, that the other methods never read)."""
+        return self.pair.g / self.pair.diag[None, :]
 
     def width(self) -> int:
         if self.method == "conditional":

@@ -29,6 +29,12 @@ _MAX_CALL = 2**26
 _EXP_MIN, _EXP_SPAN = -1100, 2200  # frexp exponents of float64 lie in [-1073, 1024]
 
 
+def float_units(value: float) -> int:
+    """A finite float >= 0 as the exact integer count of units 2**-UNIT_LOG2."""
+    mant, expo = np.frexp(np.float64(value))
+    return int(np.ldexp(mant, 53)) << int(expo - 53 + UNIT_LOG2) if value else 0
+
+
 def float_sum_rows(values: np.ndarray) -> list[int]:
     """Exact Σ_j values[i, j] in units 2**-UNIT_LOG2, per row i (values finite and >= 0)."""
     sums = RowSums(np.asarray(values).shape[0] if np.ndim(values) == 2 else 0)
@@ -84,6 +90,29 @@ class RowSums:
         self.hi += np.bincount(key, weights=(q >> _LO_BITS).astype(np.float64), minlength=size)
         self.lo += np.bincount(key, weights=(q & _LO_MASK).astype(np.float64), minlength=size)
         self.pending += n
+
+    def add_at(self, rows: np.ndarray, values: np.ndarray) -> None:
+        """Add each of ``values`` (1-D, finite, >= 0) to its row ``rows`` (1-D ints, the same length): the
+        sums of :meth:`add` for an array holding each value in its row and zeros elsewhere."""
+        y = np.asarray(values, dtype=np.float64)
+        n = y.size
+        if n == 0:
+            return
+        if not (y.min() >= 0.0 and np.isfinite(y.max())):
+            raise ValueError(f"float_sum_rows needs finite values >= 0, got min={y.min()!r}, max={y.max()!r}")
+        if n >= _MAX_CALL:
+            self.add_at(rows[: n // 2], y[: n // 2])
+            self.add_at(rows[n // 2:], y[n // 2:])
+            return
+        if self.pending + n >= _MAX_CALL:
+            self._flush()
+        mant, expo = np.frexp(y)
+        key = np.asarray(rows, dtype=np.int64) * _EXP_SPAN + (expo - _EXP_MIN)
+        q = np.ldexp(mant, 53).astype(np.int64)
+        size = self.rows * _EXP_SPAN
+        self.hi += np.bincount(key, weights=(q >> _LO_BITS).astype(np.float64), minlength=size)
+        self.lo += np.bincount(key, weights=(q & _LO_MASK).astype(np.float64), minlength=size)
+        self.pending += n  # at most n values reach one row
 
     def _flush(self) -> None:
         hi, lo = self.hi, self.lo

@@ -163,6 +163,14 @@ def _numpy_blocks(task: ShardTask, key: int, direction: Direction, block: int):
         yield block_generator(task.config.seed, key, task.stream, _DIRECTION_INDEX[direction], g), n, lo, hi
 
 
+#: Truncated values (|ε|·LEVELS rows) folded into the exact sums per call. Cost only: the sums are exact
+#: integers, so how the values are grouped into calls never changes them. Each call of
+#: :meth:`~epscert.montecarlo.exactfloat.RowSums.add` pays O(rows x 2200 exponents) besides its values, so
+#: the small blocks of a wide pair (32 samples at b = 2000) are gathered first: folded per block, that
+#: fixed cost was 20-30% of a b = 2000 run (issue 33).
+FOLD_ELEMENTS = 2**21
+
+
 def run_value_shard(task: ShardTask, progress: Callable[[int], None] | None = None,
                     sampler=None) -> acc_mod.Accumulator:
     """Value shard (conditional and other value estimators): per direction and ε, exact Σ Y, Σ Y² and the
@@ -176,6 +184,7 @@ def run_value_shard(task: ShardTask, progress: Callable[[int], None] | None = No
     key = config.sampling_key(method)
     n_eps = len(config.epsilons)
     block = conditional_block(sampler, n_eps)
+    fold_cols = max(1, FOLD_ELEMENTS // (n_eps * LEVELS))
     directions = config.direction.parts()
     acc = acc_mod.create(directions, n_eps, UNIT_LOG2, n_eps * LEVELS)
     backend = backends.resolve(config.backend, sampler, method)
@@ -186,12 +195,21 @@ def run_value_shard(task: ShardTask, progress: Callable[[int], None] | None = No
     for direction in directions:
         ranges = sampler.value_range(direction, config.epsilons)
         taus = np.stack([truncation_levels(float(b)) for b in ranges])[:, :, None]  # (|ε|, LEVELS, 1)
-        sums = acc_mod.ValueSums(n_eps, n_eps * LEVELS)  # exact, turned into integers once per direction
+        sums = acc_mod.ValueSums(n_eps, n_eps * LEVELS).truncated_at(taus[:, :, 0])  # exact; integers once per direction
+        pending: list[np.ndarray] = []
 
-        def fold(y):
-            for start in range(0, y.shape[1], block):  # host temporaries bounded by the numpy block
-                part = y[:, start:start + block]
-                sums.add(part, np.minimum(part[:, None, :], taus).reshape(n_eps * LEVELS, part.shape[1]))
+        def fold(y, last=False):
+            """Fold ``y`` once FOLD_ELEMENTS worth of values are pending (``last``: whatever is pending)."""
+            if y is not None and y.shape[1]:
+                pending.append(y)
+            held = sum(p.shape[1] for p in pending)
+            if not pending or (held < fold_cols and not last):
+                return
+            y = pending[0] if len(pending) == 1 else np.concatenate(pending, axis=1)
+            pending.clear()
+            for start in range(0, y.shape[1], fold_cols):  # host temporaries bounded by FOLD_ELEMENTS
+                part = y[:, start:start + fold_cols]
+                sums.add_truncated(part)  # the sums of min(part, τ) at every level
                 if progress is not None:
                     progress(part.shape[1])
 
@@ -211,6 +229,7 @@ def run_value_shard(task: ShardTask, progress: Callable[[int], None] | None = No
             for rng, n, lo, hi in _numpy_blocks(task, key, direction, block):
                 values = sampler.draw(rng, n, direction, config.epsilons)
                 fold(values if (lo, hi) == (0, n) else values[:, lo:hi])
+        fold(None, last=True)
         acc = sums.fold_into(acc, direction)
     return acc_mod.tagged(acc, tag)
 

@@ -51,3 +51,27 @@ def test_bad_blocks_are_refused():
         sums.add(np.array([[1.0, -1.0], [0.0, 0.0]]))
     with pytest.raises(ValueError, match="finite values >= 0"):
         sums.add(np.array([[1.0, np.nan], [0.0, 0.0]]))
+
+
+def test_truncated_sums_from_buckets_are_the_sums_of_the_truncated_values():
+    """Independent value: the exact sums of min(Y, τ) formed value by level (``ValueSums.add``), against the
+    bucketed form (issue 33), on values with zeros, subnormals and ties at the levels, over several calls."""
+    from epscert.bounds.truncated_lcb import LEVELS, truncation_levels
+    from epscert.montecarlo.accumulator import ValueSums
+
+    rng = np.random.default_rng(0)
+    for _ in range(4):
+        n_eps = int(rng.integers(1, 5))
+        ranges = rng.uniform(1e-8, 1.0, n_eps)
+        taus = np.stack([truncation_levels(r) for r in ranges])
+        plain, bucketed = ValueSums(n_eps, n_eps * LEVELS), ValueSums(n_eps, n_eps * LEVELS).truncated_at(taus)
+        for _ in range(3):
+            n = int(rng.integers(4, 300))
+            y = np.exp(rng.uniform(-80.0, 0.0, (n_eps, n))) * ranges[:, None]
+            y[rng.random((n_eps, n)) < 0.4] = 0.0
+            y[:, :3] = taus[:, [0, 5, LEVELS - 1]]
+            y[:, 3] = 1e-320
+            plain.add(y, np.minimum(y[:, None, :], taus[:, :, None]).reshape(n_eps * LEVELS, n))
+            bucketed.add_truncated(y)
+        assert bucketed.level_totals() == tuple(plain.extra.totals())
+        assert bucketed.y.totals() == plain.y.totals() and bucketed.count == plain.count

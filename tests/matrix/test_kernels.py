@@ -86,3 +86,58 @@ def test_naive_draws_with_reused_buffers_are_the_plain_computation(c_col, b):
             again = got.copy()
             sampler.draw(np.random.default_rng(seed + 1), n, direction)
             np.testing.assert_array_equal(got, again)
+
+
+@pytest.mark.parametrize("b, diagonals", [(37, 5), (64, 8), (10, 10), (9, 12)])
+def test_band_blocks_product_is_the_dense_band_product(b, diagonals):
+    """Independent value: L built entry by entry from the band storage, times z by matmul (issue 33's
+    block product; b not a multiple of the block size, and one block or fewer, included)."""
+    rng = np.random.default_rng(b)
+    band = rng.uniform(0.1, 1.0, (diagonals, b))
+    dense = np.zeros((b, b))
+    for k in range(diagonals):
+        for i in range(b - k):
+            dense[i + k, i] = band[k, i]
+    perm = rng.permutation(b)
+    z = rng.standard_normal((7, b))
+    got = mk.apply_factor(np, z, ("band", band, perm))
+    np.testing.assert_allclose(got, (z @ dense.T)[:, perm], rtol=1e-13, atol=1e-13)
+
+
+def test_table_draws_by_bisection_are_the_inverse_cdf_indices():
+    """Independent value: the generic inverse CDF (a pass over all m partial sums), on weights with zeros and
+    at the ends of [0, 1)."""
+    from epscert.matrix.loss_tilt import count_at_most, inverse_cdf
+
+    rng = np.random.default_rng(5)
+    weights = rng.uniform(0.0, 1.0, (400, 33))
+    weights[weights < 0.3] = 0.0
+    weights[:, 0] += 1e-3  # some weight in every row
+    u = rng.random(400)
+    u[:5], u[5:10] = 0.0, 1.0 - 2.0**-53
+    want = inverse_cdf(np, weights, u)
+    np.testing.assert_array_equal(count_at_most(np.cumsum(weights, axis=1), u), want)
+    np.testing.assert_array_equal(count_at_most(np.cumsum(weights[0]), u), inverse_cdf(np, np.broadcast_to(
+        weights[0], weights.shape), u))
+
+
+def test_add_line_values_are_the_same_with_the_grid_in_one_chunk_or_one_epsilon_at_a_time(monkeypatch):
+    """The chunked Newton loop (issue 33) against one loop per ε (chunk of one): the same floats."""
+    from epscert.matrix import values as mv
+    from epscert.matrix.pair import MatrixPair
+    from epscert.matrix.strategies import toeplitz_strategy
+
+    pair = MatrixPair(toeplitz_strategy([1.0, 0.5, 0.25], 60).gram(60), 1.0)
+    sampler = mv.MatrixValueSampler(pair, "conditional", 0.1)
+    g = pair.noise(np.random.default_rng(2).standard_normal((300, 60)))
+    eps = [0.1, 0.3, 0.7, 1.5, 3.0, 6.0]
+
+    def run():
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return mv.add_line_log_values(np, mv.NumpySpecial, g, sampler.d_mean, pair.half_diag, sampler.var_u,
+                                          pair.log_bins, eps, sampler.d_groups)
+
+    whole = run()
+    monkeypatch.setattr(mv, "ADD_LINE_ELEMENTS", 1)
+    np.testing.assert_array_equal(whole, run())
+    assert np.isfinite(whole).any() and whole.shape == (len(eps), 300)

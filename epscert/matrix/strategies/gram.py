@@ -32,7 +32,9 @@ from scipy import linalg
 
 #: Use the banded factor only when b is at least BAND_MIN_BINS and its diagonals are at most this
 #: fraction of b: numpy's dense BLAS product beats the band loop below that (measured at b = 100 with
-#: 1 and 4 bands: 1.71M rows/s dense against 0.41M banded, 20 000 x 100 draws, one core).
+#: 1 and 4 bands: 1.71M rows/s dense against 0.41M banded, 20 000 x 100 draws, one core; measured with the
+#: concatenation loop, before numpy's block product of issue 33, which runs 18x faster at b = 2000:
+#: not re-measured, and a change of these thresholds changes the draws of a seed).
 BAND_FRACTION = 0.125
 BAND_MIN_BINS = 512
 #: Refuse Gram matrices whose computation (dense strategies: n b² flops) would exceed this.
@@ -56,6 +58,13 @@ class Factor:
     band: np.ndarray | None
     perm: np.ndarray | None
     inverse: np.ndarray | None
+
+    @functools.cached_property
+    def blocks(self) -> tuple[np.ndarray, np.ndarray]:
+        """'band': L as (m, K, K) diagonal and sub-diagonal blocks (:func:`epscert.matrix.kernels.band_blocks`)."""
+        from epscert.matrix.kernels import band_blocks
+
+        return band_blocks(self.band)
 
 
 @dataclass(frozen=True, eq=False)
