@@ -140,7 +140,9 @@ def test_bandmf_accountant_agrees_with_jax_privacys_monte_carlo(n, b, c_col, sig
     lower, estimate, upper = acc.delta_interval(eps)
     row = next(r for r in acc.last_table.to_pylist() if r["direction"] == direction)
     theirs, se = jax_delta(strategy, sigma, c_col, eps, direction == "remove", 6000, seed=11)
-    assert abs(estimate - theirs) <= Z * math.hypot(se, row["std_error"]), (estimate, theirs, se)
+    mean = row["delta"]  # the Monte Carlo mean (the interval drops an estimate outside its deterministic sides)
+    assert estimate is None or lower <= estimate <= upper
+    assert abs(mean - theirs) <= Z * math.hypot(se, row["std_error"]), (mean, theirs, se)
     assert lower <= theirs + Z * se and theirs - Z * se <= upper
 
 
