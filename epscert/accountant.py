@@ -223,14 +223,16 @@ class Accountant:
                 cert = self._whole(config, progress=self.progress, delta=inner)
                 value = prefix_math.amplified_epsilon(cert.value, q)
                 how += f": ε = log(1 + q(e^ε* - 1)) with ε* = {cert.value:.6g} at δ/q = {inner:g}"
-            return dataclasses.replace(cert, target=delta, value=value, steps_done=k, notes=cert.notes + (how,),
-                                       lower=0.0, lower_method=None, estimate=None)
+            return dataclasses.replace(cert, sampler=certificate_name(self.config), target=delta, value=value,
+                                       steps_done=k, notes=cert.notes + (how,), lower=0.0, lower_method=None,
+                                       estimate=None)
         inner_eps = prefix_math.inner_epsilon(epsilon, q)
         cert = self._whole(config, progress=self.progress, epsilon=inner_eps)
         value = prefix_math.amplified_delta(cert.value, q)
         how += f": δ = q δ* with δ* = {cert.value:.6g} at ε* = {inner_eps:.6g}"
-        return dataclasses.replace(cert, target=epsilon, value=value, steps_done=k, notes=cert.notes + (how,),
-                                   lower=0.0, lower_method=None, estimate=None)
+        return dataclasses.replace(cert, sampler=certificate_name(self.config), target=epsilon, value=value,
+                                   steps_done=k, notes=cert.notes + (how,), lower=0.0, lower_method=None,
+                                   estimate=None)
 
     def _monotone_in_k(self, k: int, cert: Certificate, *, delta: float | None = None,
                        epsilon: float | None = None) -> Certificate:

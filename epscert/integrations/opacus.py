@@ -33,7 +33,9 @@ the sampler (checks and prefetch handling below):
   shuffling or sequential torch ``DataLoader``) is refused when ε is asked, with the reason (its batches
   are neither; use an ``epscert.BatchSampler``, or name the batches with ``sampler=``). ``sampler=``
   names the batches of an unbound accountant explicitly; it is refused where the loader contradicts it
-  (Poisson batches named otherwise). With no loader in sight (``.history`` set by hand, ``step()`` called
+  (Poisson batches named otherwise; torch's shuffling or sequential batches named anything but
+  ``deterministic``, the one sampler whose ε bounds them), and warned about where epscert cannot read the
+  loader (a custom batch sampler). With no loader in sight (``.history`` set by hand, ``step()`` called
   from a custom loop) the accountant takes the batches to be Balls-and-Bins with T' steps per epoch and
   fresh bins each epoch, and says so with an :class:`UnverifiedSamplerWarning` at every answer.
   :meth:`EpscertAccountant.bind` (done by :func:`make_private`) ties it to an
@@ -102,8 +104,9 @@ def loader_evidence(depth: int = EVIDENCE_DEPTH) -> tuple[str, Any] | None:
     Looks up the call stack (at most ``depth`` frames) for Opacus's ``PrivacyEngine.make_private`` or
     ``make_private_with_epsilon`` and classifies its loader: ``("poisson", loader)`` for Opacus's Poisson
     loader (``poisson_sampling=True``, a ``DPDataLoader`` or a ``UniformWithReplacementSampler``),
-    ``("epscert", batch_sampler)`` for a loader over an :class:`epscert.BatchSampler`, ``("other", loader)``
-    for any other loader; None when no such call is running (the caller is not Opacus).
+    ``("epscert", batch_sampler)`` for a loader over an :class:`epscert.BatchSampler`, ``("torch", loader)`` for
+    torch's shuffling or sequential batches, ``("other", loader)`` for any other loader; None when no such
+    call is running (the caller is not Opacus).
     """
     import sys
 
@@ -122,7 +125,7 @@ def loader_evidence(depth: int = EVIDENCE_DEPTH) -> tuple[str, Any] | None:
 
 
 def classify_loader(loader: Any, poisson_sampling: bool = False) -> tuple[str, Any]:
-    """('poisson' | 'epscert' | 'other', what) for a torch DataLoader (see :func:`loader_evidence`)."""
+    """('poisson' | 'epscert' | 'torch' | 'other', what) for a torch DataLoader (see :func:`loader_evidence`)."""
     from opacus.data_loader import DPDataLoader
     from opacus.utils.uniform_sampler import UniformWithReplacementSampler
 
@@ -133,6 +136,11 @@ def classify_loader(loader: Any, poisson_sampling: bool = False) -> tuple[str, A
         batch_sampler = batch_sampler.sampler
     if isinstance(batch_sampler, BatchIndexSampler):
         return "epscert", batch_sampler
+    from torch.utils.data import BatchSampler, RandomSampler, SequentialSampler
+
+    if type(batch_sampler) is BatchSampler and type(getattr(loader, "sampler", None)) in (RandomSampler,
+                                                                                         SequentialSampler):
+        return "torch", loader  # torch's own shuffling or sequential batches: neither Balls-and-Bins nor Poisson
     return "other", loader
 
 
@@ -193,7 +201,8 @@ def accountant_class() -> type:
             self.sampler = parse_sampler("balls_and_bins" if sampler is None else sampler)
             # where the sampler comes from: 'explicit' (sampler=), 'bound' (bind), 'loader' (an epscert loader seen
             # by a calibration), 'opacus_poisson' (Opacus's Poisson loader seen), 'other_loader' (a loader that
-            # is neither: refused), 'assumed' (none seen)
+            # is neither: refused), 'named_unverified' (sampler= with a loader epscert cannot read: warned),
+            # 'assumed' (none seen: warned)
             self.sampler_source = "assumed" if sampler is None else "explicit"
             self.loader_description: str | None = None
             self.noise_multiplier = None if noise_multiplier is None else check_float(
@@ -247,6 +256,17 @@ def accountant_class() -> type:
                                      f"sampler={self.sampler.value!r}: pass poisson_sampling=False with an "
                                      f"epscert.BatchSampler loader, or sampler='poisson'")
                 self.sampler, self.sampler_source = Sampler.POISSON, "opacus_poisson"
+                self._answers.clear()
+            elif kind == "torch" and self.sampler_source == "explicit" and self.sampler is not Sampler.DETERMINISTIC:
+                # shuffled batches are a mixture of fixed assignments, so only the deterministic sampler's ε
+                # bounds them (joint convexity); any other name would print an ε that need not hold
+                raise ValueError(f"the data loader's batches are torch's {describe_loader(what)} (shuffled or "
+                                 f"in order, poisson_sampling=False), but this accountant was created with "
+                                 f"sampler={self.sampler.value!r}, whose ε does not hold for them: use an "
+                                 "epscert.BatchSampler loader, Opacus's Poisson loader, or sampler='deterministic' "
+                                 "(an upper bound for shuffled batches)")
+            elif kind == "other" and self.sampler_source == "explicit":
+                self.sampler_source, self.loader_description = "named_unverified", describe_loader(what)
                 self._answers.clear()
             elif self.sampler_source != "explicit":
                 self.sampler_source, self.loader_description = "other_loader", describe_loader(what)
@@ -394,6 +414,11 @@ def accountant_class() -> type:
                     f"{self.loader_description} (poisson_sampling=False): epscert certifies the batches of an "
                     "epscert.BatchSampler (epscert.integrations.torch.data_loader) or Opacus's Poisson loader "
                     "(poisson_sampling=True); name other batches with EpscertAccountant(sampler=...)")
+            if self.sampler_source == "named_unverified":
+                warnings.warn(
+                    f"the data loader {self.loader_description} is not one epscert can read; the ε assumes the "
+                    f"{self.sampler.value} batches this accountant was created with (sampler=...)",
+                    UnverifiedSamplerWarning, stacklevel=2)
             if self.sampler_source == "assumed":
                 warnings.warn(
                     f"this epscert accountant has seen no data loader (Opacus's make_private attaches it to one); "

@@ -69,7 +69,7 @@ def inner_epsilon(epsilon: float, q: float) -> float:
     q = check_fraction(q)
     if epsilon <= 0.0:
         return 0.0
-    if epsilon > 700.0:
+    if epsilon - math.log(q) > 700.0:  # expm1(ε)/q would overflow: log(1 + (e^ε - 1)/q) in log space
         value = epsilon - math.log(q) + math.log1p(-(1.0 - q) * math.exp(-epsilon))
     else:
         value = math.log1p(math.expm1(epsilon) / q)

@@ -473,3 +473,38 @@ def test_opacus_own_accountant_over_epscert_batches_is_flagged():
     train(model, opt, loader, steps=4, epochs=1)
     with pytest.warns(eo.SamplingMismatchWarning, match="accountant='epscert'"):
         assert eo.check_sampling(engine, opt, loader, 1e-5)["mismatch"]
+
+
+@pytest.mark.parametrize("named", ["balls_and_bins", "poisson"])
+def test_a_torch_shuffling_loader_refuses_a_name_whose_epsilon_does_not_hold(named):
+    """Review finding: EpscertAccountant(sampler='balls_and_bins') over a shuffling torch loader printed ε = 2.39
+    where the shuffle cube bound proves ε >= 4.35 (64 records, T = 8, σ = 1, δ = 1e-5). Only 'deterministic'
+    (a valid upper bound for shuffled batches) may be named for torch's shuffling or sequential loader."""
+    eo.register()
+    ds, model = tiny_problem()
+    engine = opacus.PrivacyEngine()
+    engine.accountant = eo.accountant_class()(sampler=named)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    with pytest.raises(ValueError, match="sampler='deterministic'"):
+        engine.make_private(module=model, optimizer=opt, data_loader=torch.utils.data.DataLoader(
+            ds, batch_size=8, shuffle=True), noise_multiplier=1.0, max_grad_norm=1.0, poisson_sampling=False)
+
+
+def test_a_named_sampler_over_a_loader_epscert_cannot_read_is_answered_with_a_warning():
+    class Custom(torch.utils.data.Sampler):  # the user's own batch sampler: epscert cannot tell what it draws
+        def __iter__(self):
+            return iter([list(range(8 * i, 8 * i + 8)) for i in range(8)])
+
+        def __len__(self):
+            return 8
+
+    eo.register()
+    ds, model = tiny_problem()
+    engine = opacus.PrivacyEngine()
+    engine.accountant = eo.accountant_class()(sampler="balls_and_bins")
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    model, opt, loader = engine.make_private(module=model, optimizer=opt, data_loader=torch.utils.data.DataLoader(
+        ds, batch_sampler=Custom()), noise_multiplier=2.0, max_grad_norm=1.0, poisson_sampling=False)
+    train(model, opt, loader, steps=8, epochs=1)
+    with pytest.warns(eo.UnverifiedSamplerWarning, match="balls_and_bins"):
+        assert engine.get_epsilon(1e-5) == epscert.Accountant(noise_multiplier=2.0, steps=8).get_epsilon(1e-5)

@@ -52,6 +52,9 @@ def test_amplification_maps_are_on_the_safe_side():
             inner = prefix.inner_epsilon(up, q)
             assert inner <= eps * (1 + 1e-12)  # the inverse map, rounded down
         assert prefix.amplified_delta(0.3, q) >= q * 0.3
+    # ε - log q past exp's range (review finding: 1.8e308 came back for q = 2e-7, ε = 695.6)
+    far = prefix.inner_epsilon(695.6, 2e-7)
+    assert math.isfinite(far) and far == pytest.approx(695.6 - math.log(2e-7), rel=1e-12)
     assert prefix.inner_delta(0.5, 0.25) is None and prefix.inner_delta(0.01, 0.25) == pytest.approx(0.04)
     with pytest.raises(ValueError, match="q"):
         prefix.amplified_epsilon(1.0, 0.0)
