@@ -216,21 +216,18 @@ class Accountant:
         if delta is not None:
             inner = prefix_math.inner_delta(delta, q)
             if inner is None:  # δ >= q >= the total variation of the mixture
-                cert = self._whole(config, progress=self.progress, delta=delta)
-                value = 0.0
+                cert, target, value = self._whole(config, progress=self.progress, delta=delta), delta, 0.0
                 how += f"; δ = {delta:g} >= q, the total variation's bound: ε = 0"
             else:
-                cert = self._whole(config, progress=self.progress, delta=inner)
+                cert, target = self._whole(config, progress=self.progress, delta=inner), delta
                 value = prefix_math.amplified_epsilon(cert.value, q)
                 how += f": ε = log(1 + q(e^ε* - 1)) with ε* = {cert.value:.6g} at δ/q = {inner:g}"
-            return dataclasses.replace(cert, sampler=certificate_name(self.config), target=delta, value=value,
-                                       steps_done=k, notes=cert.notes + (how,), lower=0.0, lower_method=None,
-                                       estimate=None)
-        inner_eps = prefix_math.inner_epsilon(epsilon, q)
-        cert = self._whole(config, progress=self.progress, epsilon=inner_eps)
-        value = prefix_math.amplified_delta(cert.value, q)
-        how += f": δ = q δ* with δ* = {cert.value:.6g} at ε* = {inner_eps:.6g}"
-        return dataclasses.replace(cert, sampler=certificate_name(self.config), target=epsilon, value=value,
+        else:
+            inner_eps = prefix_math.inner_epsilon(epsilon, q)
+            cert, target = self._whole(config, progress=self.progress, epsilon=inner_eps), epsilon
+            value = prefix_math.amplified_delta(cert.value, q)
+            how += f": δ = q δ* with δ* = {cert.value:.6g} at ε* = {inner_eps:.6g}"
+        return dataclasses.replace(cert, sampler=certificate_name(self.config), target=target, value=value,
                                    steps_done=k, notes=cert.notes + (how,), lower=0.0, lower_method=None,
                                    estimate=None)
 

@@ -33,7 +33,7 @@ import functools
 
 import numpy as np
 
-from epscert.montecarlo.backends.jax_backend import FETCH_EVERY, block_size
+from epscert.montecarlo.backends.jax_backend import block_size, fetched
 from epscert.dpsgd.jax_orderstats import check_bounds, order_values
 from epscert.montecarlo.backends.jax_backend import ndtri_exp
 from epscert.dpsgd.conditional import ConditionalSampler
@@ -79,14 +79,9 @@ def blocks(sampler: ConditionalSampler, direction: Direction, key_words: np.ndar
     ranges = block_ranges(n_block, start, samples)
     with jax.enable_x64(True):
         base = jax.random.wrap_key_data(np.asarray(key_words, dtype=np.uint32), impl="threefry2x32")
-        pending: list = []
-        for i, (b, lo, hi) in enumerate(ranges):
-            pending.append((lo, hi, fn(base, b)))
-            if len(pending) == FETCH_EVERY or i == len(ranges) - 1:
-                for lo_, hi_, out in pending:
-                    out = np.asarray(out)[:, lo_:hi_]
-                    yield out[0], (out[1] if direction is Direction.REMOVE else None)
-                pending = []
+        for _, lo, hi, out in fetched(ranges, lambda b, lo, hi: fn(base, b)):
+            out = np.asarray(out)[:, lo:hi]
+            yield out[0], (out[1] if direction is Direction.REMOVE else None)
 
 
 @functools.lru_cache(maxsize=32)

@@ -546,6 +546,8 @@ def check_sampling(privacy_engine: Any, optimizer: Any, data_loader: Any, delta:
             f"PrivacyEngine(accountant='epscert') or epscert.integrations.opacus.make_private for a certificate "
             f"that matches the batches.", SamplingMismatchWarning, stacklevel=2)
         return out
+    if not isinstance(getattr(data_loader, "sampler", None), RandomSampler):
+        return out
     out["mismatch"] = True
     steps_per_epoch = len(data_loader)
     epochs = steps_taken // steps_per_epoch

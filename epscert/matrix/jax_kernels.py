@@ -33,7 +33,7 @@ from epscert.matrix import kernels as mk
 from epscert.matrix import values as mv
 from epscert.matrix.loss_tilt import draw_tuples, remove_tilt_log_values
 from epscert.montecarlo.accumulator import DirectionSums
-from epscert.montecarlo.backends.jax_backend import (FETCH_EVERY, drain_sums, drain_value_sums, fixed_block_size,
+from epscert.montecarlo.backends.jax_backend import (drain_sums, fetched, drain_value_sums, fixed_block_size,
                                                      loss_block_sums, ndtri_exp)
 from epscert.rng import block_ranges
 from epscert.matrix.pair import MatrixPairSampler
@@ -168,15 +168,9 @@ def value_blocks(sampler: mv.MatrixValueSampler, direction: Direction, key_words
     with jax.enable_x64(True):
         base = jax.random.wrap_key_data(np.asarray(key_words, dtype=np.uint32), impl="threefry2x32")
         eps = jax.numpy.asarray(epsilons, dtype=jax.numpy.float64)
-        pending: list = []
-        ranges = block_ranges(n_block, start, samples)
-        for i, (b, lo, hi) in enumerate(ranges):
-            pending.append((lo, hi, fn(base, b, eps)))
-            if len(pending) == FETCH_EVERY or i == len(ranges) - 1:
-                for lo_, hi_, logs in pending:
-                    with np.errstate(under="ignore"):
-                        yield np.exp(np.asarray(logs)[:, lo_:hi_])
-                pending = []
+        for _, lo, hi, logs in fetched(block_ranges(n_block, start, samples), lambda b, lo, hi: fn(base, b, eps)):
+            with np.errstate(under="ignore"):
+                yield np.exp(np.asarray(logs)[:, lo:hi])
 
 
 def value_sums(sampler: mv.MatrixValueSampler, direction: Direction, key_words: np.ndarray, samples: int,

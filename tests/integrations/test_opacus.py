@@ -508,3 +508,17 @@ def test_a_named_sampler_over_a_loader_epscert_cannot_read_is_answered_with_a_wa
     train(model, opt, loader, steps=8, epochs=1)
     with pytest.warns(eo.UnverifiedSamplerWarning, match="balls_and_bins"):
         assert engine.get_epsilon(1e-5) == epscert.Accountant(noise_multiplier=2.0, steps=8).get_epsilon(1e-5)
+
+
+def test_opacus_own_accountant_over_a_sequential_loader_is_not_called_shuffling():
+    """A sequential loader (fixed batches) under Opacus's accountant is not the shuffling trap: no warning
+    (the shuffle lower bound does not apply to it; a review of check_sampling found it flagged)."""
+    ds, model = tiny_problem()
+    engine = opacus.PrivacyEngine(accountant="rdp")
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    model, opt, loader = engine.make_private(module=model, optimizer=opt, data_loader=torch.utils.data.DataLoader(
+        ds, batch_size=8), noise_multiplier=1.0, max_grad_norm=1.0, poisson_sampling=False)
+    train(model, opt, loader, steps=2, epochs=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", eo.SamplingMismatchWarning)
+        assert not eo.check_sampling(engine, opt, loader, 1e-5)["mismatch"]

@@ -101,6 +101,19 @@ def fixed_block_size(width: int) -> int:
     return min(1 << (cap.bit_length() - 1), 1 << FIXED_BLOCK_LOG2)
 
 
+def fetched(ranges, dispatch):
+    """Yield (block, lo, hi, result) for every (block, lo, hi) of ``ranges``, in order, with result =
+    ``dispatch(block, lo, hi)``: up to FETCH_EVERY blocks are dispatched before the first of them is
+    yielded, so the device works on the next blocks while the host reads one (results stay on the device
+    until then). The one dispatch loop of every JAX kernel module."""
+    pending: list = []
+    for i, (b, lo, hi) in enumerate(ranges):
+        pending.append((b, lo, hi, dispatch(b, lo, hi)))
+        if len(pending) == FETCH_EVERY or i == len(ranges) - 1:
+            yield from pending
+            pending = []
+
+
 def drain_sums(fn, key_words: np.ndarray, epsilons: tuple[float, ...], n_block: int, start: int, samples: int,
                progress=None) -> DirectionSums:
     """Run a compiled block kernel ``fn(base, block, lo, hi, eps) -> (hi, lo, nan count)`` over the
@@ -117,18 +130,13 @@ def drain_sums(fn, key_words: np.ndarray, epsilons: tuple[float, ...], n_block: 
     with jax.enable_x64(True):
         base = jax.random.wrap_key_data(np.asarray(key_words, dtype=np.uint32), impl="threefry2x32")
         eps = jax.numpy.asarray(epsilons, dtype=jax.numpy.float64)
-        pending: list = []
-        ranges = block_ranges(n_block, start, samples)
-        for i, (b, lo, hi) in enumerate(ranges):
-            pending.append((hi - lo, fn(base, b, lo, hi, eps)))
-            if len(pending) == FETCH_EVERY or i == len(ranges) - 1:
-                for valid, (hi, lo, nans) in pending:
-                    hi, lo = np.asarray(hi).tolist(), np.asarray(lo).tolist()
-                    totals = [t + (h << _LO_BITS) + lo_ for t, h, lo_ in zip(totals, hi, lo)]
-                    nan_count += int(nans)
-                    if progress is not None:
-                        progress(valid)
-                pending = []
+        for _, lo, hi, (hi_sums, lo_sums, nans) in fetched(block_ranges(n_block, start, samples),
+                                                            lambda b, lo, hi: fn(base, b, lo, hi, eps)):
+            hi_sums, lo_sums = np.asarray(hi_sums).tolist(), np.asarray(lo_sums).tolist()
+            totals = [t + (h << _LO_BITS) + lo_ for t, h, lo_ in zip(totals, hi_sums, lo_sums)]
+            nan_count += int(nans)
+            if progress is not None:
+                progress(hi - lo)
     if nan_count:
         raise FloatingPointError("a sampled privacy loss is NaN")
     return DirectionSums(samples, tuple(totals[:n_eps]), tuple(totals[n_eps:]))
