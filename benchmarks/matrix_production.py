@@ -24,7 +24,8 @@ Next to it, in the same CPU budget (the epscert call's CPU seconds), where insta
   count from a timed pilot of ``PILOT`` samples, at least ``MIN_RIVAL_SAMPLES`` (so it may overrun a
   small budget: 70 ms a sample at n = 10^4, b = 1000, measured), at most ``MAX_RIVAL_SAMPLES``): δ̂(ε) = the larger
   direction's mean of (1 - e^{ε - ℓ})_+, and ε where δ̂ = δ and where δ̂ ∓ 2 standard errors = δ
-  (an estimate with a CLT band, not a certificate; '-' when no sample reaches δ);
+  (an estimate with a CLT band, not a certificate; 'unresolved' when δ < 1/N for its N samples per
+  direction, where the crossing is only the largest sampled loss);
 - Opake 0.16.1's ``bnb_mc_pld`` at the finest ``mc_resolution`` whose ``resolved_num_mc_samples`` fit the
   budget at the rate of a timed pilot (resolution 1e-2): its ``epsilon_at(δ)``, an upper bound that
   holds except with probability 1e-6, and never finite for δ below the resolution (left out for
@@ -143,6 +144,15 @@ def opake_budget(g0: np.ndarray, sigma: float, delta: float, budget: float) -> d
             "upper": float(pld.epsilon_at(delta))}
 
 
+def rival_text(jp: dict, delta: float) -> str:
+    """JAX Privacy's column. Below δ = 1/N (N samples per direction) no crossing means anything: δ̂(ε) then
+    falls to 0 at the largest sampled loss, and the 'crossing' is that loss, not an estimate of ε(δ)."""
+    tail = f"({jp['samples']:,}, {jp['cpu_s']:.1f})"
+    if delta * jp["samples"] < 1.0:
+        return f"unresolved: δ < 1/N {tail}"
+    return f"{fmt(jp['estimate'])} [{fmt(jp['low'])}, {fmt(jp['high'])}] {tail}"
+
+
 def fmt(x, spec: str = ".3f") -> str:
     return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else ("inf" if x == math.inf else
                                                                              format(x, spec))
@@ -175,8 +185,7 @@ def run(configs, deltas, samples: int | None, rivals: bool) -> list[dict]:
                         row["opake"] = {"missing": f"b = {b} > {OPAKE_MAX_BINS}: a list of b² floats"}
                 except ImportError as err:
                     row["opake"] = {"missing": str(err)}
-            jp_text = row.get("jax_privacy", {}).get("missing", "not run") if jp is None else (f"{fmt(jp['estimate'])} [{fmt(jp['low'])}, {fmt(jp['high'])}] "
-                                                    f"({jp['samples']:,}, {jp['cpu_s']:.1f})")
+            jp_text = row.get("jax_privacy", {}).get("missing", "not run") if jp is None else rival_text(jp, delta)
             op_text = row.get("opake", {}).get("missing", "not run") if op is None else f"{fmt(op['upper'])} ({op['resolution']:.1e}, {op['cpu_s']:.1f})"
             print(f"| {n} | {b} | {bands} | {sigma} | {delta:.0e} | [{fmt(mine['lower'])}, {fmt(mine['upper'])}] "
                   f"| {100 * mine['width']:.1f}% | {mine['samples']:,} | {budget:.1f} | {jp_text} | {op_text} |",

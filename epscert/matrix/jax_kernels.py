@@ -138,11 +138,11 @@ def _naive_compiled(pair, direction: str, n: int):
     return loss_block_sums(_naive_loss_fn(pair, direction, n), n)
 
 
-def _tilt_tuples(jax, jnp, key, tables, weights, theta: int, n: int, b: int):
+def _tilt_tuples(jax, jnp, key, tables, weights, theta: int, n: int, b: int, rowwise: bool):
     """(n, θ) tuples of the loss-tilted law from the numpy sampler's code (``draw_tuples``: inverse CDF on the
     same tables) with JAX uniforms."""
     uniforms = jax.random.uniform(key, (n, theta), dtype=jnp.float64)
-    return draw_tuples(jnp, tables, weights, theta, b, uniforms)
+    return draw_tuples(jnp, tables, weights, theta, b, uniforms, rowwise)
 
 
 def tilt_tuples(sampler: mv.MatrixValueSampler, key, n: int) -> np.ndarray:
@@ -153,7 +153,8 @@ def tilt_tuples(sampler: mv.MatrixValueSampler, key, n: int) -> np.ndarray:
     with jax.enable_x64(True):
         tables = [jnp.asarray(t) for t in sampler.tilt.tables]
         weights = jnp.asarray(sampler.tilt.weights if sampler.tilt.weights is not None else np.ones((1, 1)))
-        return np.asarray(_tilt_tuples(jax, jnp, key, tables, weights, sampler.order, n, sampler.pair.bins))
+        return np.asarray(_tilt_tuples(jax, jnp, key, tables, weights, sampler.order, n, sampler.pair.bins,
+                                       sampler.tilt.rowwise))
 
 
 def value_blocks(sampler: mv.MatrixValueSampler, direction: Direction, key_words: np.ndarray, samples: int,
@@ -253,7 +254,7 @@ def _value_fn(pair, method: str, eps0: float, direction: str, n: int, order: int
             return mv.add_importance_log_values(jnp, sp, g, u, d_mean, half, sampler.var_u, sampler.add_log_prob,
                                                 eps, -sampler.eps0 + 0.5 * sampler.vbar)
         if sampler.method == "tilted":
-            tuples = _tilt_tuples(jax, jnp, k_a, tilt_tables, tilt_weights, sampler.order, n, b)
+            tuples = _tilt_tuples(jax, jnp, k_a, tilt_tables, tilt_weights, sampler.order, n, b, sampler.tilt.rowwise)
             return remove_tilt_log_values(jnp, g, tuples, g_rows, half, sampler.tilt.log_z, sampler.order, eps)
         if sampler.method == "conditional":
             offset = jax.random.randint(k_a, (n,), 0, b)

@@ -37,14 +37,27 @@ on a wide grid its UCB, not the REMOVE one, set the 'both' row.
 
 The order. Larger θ moves the proposal's mass to larger L. The sampler takes the θ in 1..θ_max that
 minimises B_θ at the reference ε (the median of the grid), which is also the θ of the tightest
-Rényi bound there; θ_max(b) = 4 while the b³ table fits ``MAX_TABLE_ENTRIES``, then 3 (b²), then 2.
-The choice moves the variance and the range, never the mean.
+Rényi bound there. θ_max(b) = 5 while the b³ table fits ``MAX_TABLE_ENTRIES`` and its build
+(C(b + 2, 3) rows times the b x b W, below) stays under ``MAX_BUILD_FLOPS`` (b <= 154; 0.3 CPU s at
+b = 100), then 4 while the b³ table fits (b <= 203), then 3 (b²), then 2. The choice moves the variance
+and the range, never the mean. Why θ = 5 matters: at n = 2000, b = 100, 16 bands, σ = 4.61 the range B_θ(ε)/δ is 2.2·10³ at
+δ = 10⁻¹⁰ (ε = 4.969) and 1.2·10⁴ at 10⁻¹² (ε = 5.94) for θ = 4, and 60 and 124 for θ = 5
+(``benchmarks/matrix_renyi_floor.py``).
 
 The tables. With W = e^G (entrywise, symmetric), write F_m(k_1..k_m) for the total weight of the tuples
 that begin with k_1..k_m: F_θ = w, F_m = Σ_{k_{m+1}} F_{m+1}. Then P(k_m | k_1..k_{m-1}) ∝ F_m(k_1..k_m)
 and the product of these conditionals telescopes to w(k)/F_0 with F_0 = b^θ Z_θ. Stored: F_1 .. F_{θ-1}
 (F_{θ-1} from one inner sum, Σ_l Π_{j<θ} W_{k_j l}, a matrix product); the last index is drawn from
 Π_{j<θ} W_{k_j, ·}, computed per draw.
+
+Row-wise (``LossTilt.rowwise``, θ = 5): F_{θ-1} has b^{θ-1} entries, too many to store, so it is not formed.
+With H = Π_{j<=θ-2} W_{k_j, ·} (a b-vector) and w_{θ-2} = w(k_1..k_{θ-2}),
+
+    F_{θ-1}(k_1..k_{θ-2}, l) = w_{θ-2} H_l (W H)_l,      F_{θ-2}(k_1..k_{θ-2}) = w_{θ-2} Hᵀ W H,
+
+so F_{θ-2} (b^{θ-2} entries, stored; each entry a sum of b² positive terms, formed for sorted indices and
+copied: it is symmetric) is the top table, and index θ-1 is drawn from the weights H ∘ (W H), formed per draw
+by one (n x b) by (b x b) product (w_{θ-2} is common to the row and drops out of the conditional).
 
 Rounding. W <= e^{max G}; θ is capped so that C(θ, 2) max G <= ``MAX_LOG_WEIGHT`` (no product or sum
 overflows, none underflows since W >= 1). Every table entry is a sum of positive terms, formed level by
@@ -59,7 +72,9 @@ both backends draw each index by :func:`inverse_cdf` on the same weights. A cumu
 positive weights, in any order of summation, has each partial sum within (m - 1) 2^-53 relative of
 the exact one, so moving the boundaries moves at most m² 2^-53 of probability; the uniform on a 2^-52
 grid (JAX; 2^-53 numpy) and the rounding of U times the total move at most 5m 2^-53 more; the weights
-themselves (table entries, and products of e^G) are within (2θ b + 1000) 2^-53 relative. Per level
+themselves (table entries, and products of e^G) are within (2θ b + 1000) 2^-53 relative (row-wise: the
+weights H ∘ (W H) are sums of b products of at most θ rounded factors, within (b + 2θ) 2^-53, and the stored
+entries w Hᵀ W H sums of b² such products, within (2b + 2θ) 2^-53 as two nested sums of b terms, both under 2θ b). Per level
 TV <= (m² + 5m + 2θ b + 1000) 2^-53 with m = b, over θ levels (:func:`law_tv`). Since 0 <= Y <= B_θ(ε),
 the mean moves by at most TV · B_θ(ε); :meth:`LossTilt.value_slack` returns it and the rows add it to
 the UCB and take it from the LCB (5.5·10⁻¹² B at b = 100, θ = 4: about 2·10⁻⁹ δ at the setting above).
@@ -78,7 +93,9 @@ from epscert.matrix.kernels import FLOAT_REL
 #: Largest table (entries of F_{θ-1}) the order may need: 2^23 float64 (64 MiB); θ = 4 up to b = 203.
 MAX_TABLE_ENTRIES = 2**23
 #: Largest order.
-MAX_ORDER = 4
+MAX_ORDER = 5
+#: Largest build of a row-wise order's top table: C(b + 2, 3) rows of a product by the b x b W, 2 b² flops each.
+MAX_BUILD_FLOPS = 3e10
 #: Largest log of a tuple weight, C(θ, 2) max G: products and sums stay far from overflow.
 MAX_LOG_WEIGHT = 600.0
 #: Unit roundoff of float64.
@@ -91,10 +108,17 @@ def max_order(pair) -> int:
     top = float(np.max(pair.g))
     order = 1
     for theta in range(2, MAX_ORDER + 1):
-        if b ** (theta - 1) > MAX_TABLE_ENTRIES or theta * (theta - 1) / 2 * top > MAX_LOG_WEIGHT:
+        fits = rowwise_fits(b, theta) if theta == 5 else b ** (theta - 1) <= MAX_TABLE_ENTRIES
+        if not fits or theta * (theta - 1) / 2 * top > MAX_LOG_WEIGHT:
             break
         order = theta
     return order
+
+
+def rowwise_fits(b: int, theta: int) -> bool:
+    """Whether order θ's top table F_{θ-2} fits and its build is cheap enough (row-wise orders, θ = 5 only:
+    the build loop is written for three stored indices)."""
+    return theta == 5 and b ** (theta - 2) <= MAX_TABLE_ENTRIES and math.comb(b + 2, 3) * 2 * b**2 <= MAX_BUILD_FLOPS
 
 
 def log_bound(log_z: float, theta: int, eps) -> np.ndarray:
@@ -122,7 +146,9 @@ class LossTilt:
         self.pair, self.theta = pair, theta
         b = pair.bins
         self.weights = np.exp(pair.g) if theta > 1 else None  # θ = 1 draws the one index uniformly
-        tables = [] if theta == 1 else [self._last_table()]
+        #: F_{θ-1} is formed per draw, not stored (module docstring, Row-wise): θ = 5, always
+        self.rowwise = theta == 5
+        tables = [] if theta == 1 else [self._penultimate_table() if self.rowwise else self._last_table()]
         while tables and tables[0].ndim > 1:
             tables.insert(0, tables[0].sum(axis=-1))
         self.tables = tables
@@ -140,6 +166,21 @@ class LossTilt:
         for i in range(w.shape[0]):  # (j, k): W_ij W_ik W_jk Σ_l W_il W_jl W_kl
             out[i] = (w[i][:, None] * w[i][None, :] * w) * ((w * w[i][None, :]) @ w.T)
         return out
+
+    def _penultimate_table(self) -> np.ndarray:
+        """F_3(k_1, k_2, k_3) = W_12 W_13 W_23 Hᵀ W H with H = W_{k_1·} W_{k_2·} W_{k_3·} (θ = 5, row-wise),
+        formed for k_1 <= k_2 <= k_3 (one (b - k_2) x b by b x b product per pair k_1 <= k_2) and copied to
+        the other orders: F_3 is symmetric in its indices, and every copy is the same float."""
+        w = self.weights
+        b = w.shape[0]
+        canon = np.zeros((b, b, b))
+        for i in range(b):
+            for j in range(i, b):
+                h = (w[i] * w[j])[None, :] * w[j:]  # row k - j: H of (i, j, k)
+                quad = np.einsum("kl,kl->k", h @ w, h)
+                canon[i, j, j:] = w[i, j] * w[i, j:] * w[j, j:] * quad
+        idx = np.sort(np.stack(np.meshgrid(np.arange(b), np.arange(b), np.arange(b), indexing="ij")), axis=0)
+        return canon[idx[0], idx[1], idx[2]]
 
     def value_range(self, epsilons) -> np.ndarray:
         """B_θ(ε) >= every value, with Z_θ's rounding allowance (module docstring) and FLOAT_REL on top."""
@@ -166,10 +207,9 @@ class LossTilt:
         for m, cum in enumerate(self.cumulative):
             rows = cum[tuple(picks)] if m else cum
             picks.append(count_at_most(rows, uniforms[:, m]))
-        weight = self.weights[picks[0]]
-        for k in picks[1:]:
-            weight = weight * self.weights[k]
-        picks.append(inverse_cdf(np, weight, uniforms[:, self.theta - 1]))
+        while len(picks) < self.theta:
+            weight = last_weights(np, self.weights, picks, self.rowwise and len(picks) == self.theta - 2)
+            picks.append(inverse_cdf(np, weight, uniforms[:, len(picks)]))
         return np.stack(picks, axis=1)
 
     @functools.cached_property
@@ -216,26 +256,33 @@ def inverse_cdf(xp, weights, uniforms):
     return xp.minimum(xp.sum(cum <= target[:, None], axis=1), weights.shape[1] - 1)
 
 
-def draw_tuples(xp, tables, weights, theta: int, b: int, uniforms):
+def last_weights(xp, weights, picks, rowwise: bool):
+    """The weights of the next index from W alone: H = Π_j W_{k_j, ·} over the picks so far, times W H when
+    the next level is a row-wise F_{θ-1} (module docstring, Row-wise)."""
+    h = weights[picks[0]]
+    for k in picks[1:]:
+        h = h * weights[k]
+    return h * (h @ weights) if rowwise else h
+
+
+def draw_tuples(xp, tables, weights, theta: int, b: int, uniforms, rowwise: bool = False):
     """(n, θ) tuples of Q_θ from (n, θ) uniforms: index m by :func:`inverse_cdf` on F_{m+1}(k_1..k_m, ·)
-    (``tables``), the last on Π_{j<θ} W_{k_j, ·} (``weights`` = W); θ = 1: uniform."""
+    (``tables``), the rest from W (``weights``; :func:`last_weights`); θ = 1: uniform."""
     n = uniforms.shape[0]
     picks = []
     for m in range(theta):
         if theta == 1:
             weight = xp.ones((n, b))
-        elif m < theta - 1:
+        elif m < len(tables):
             table = tables[m]
             weight = table[tuple(picks)] if m else xp.broadcast_to(table, (n, b))
         else:
-            weight = weights[picks[0]]
-            for k in picks[1:]:
-                weight = weight * weights[k]
+            weight = last_weights(xp, weights, picks, rowwise and m == theta - 2)
         picks.append(inverse_cdf(xp, weight, uniforms[:, m]))
     return xp.stack(picks, axis=1)
 
 
-@functools.lru_cache(maxsize=6)  # θ = 4 at b = 203 is 64 MiB of tables
+@functools.lru_cache(maxsize=6)  # θ = 4 at b = 203 is 64 MiB of tables (θ = 5 at b = 154: 29 MiB)
 def loss_tilt(pair, theta: int) -> LossTilt:
     """The (cached) tables of one pair and order: pairs are cached per (strategy, b, σ)."""
     return LossTilt(pair, theta)

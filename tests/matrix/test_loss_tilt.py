@@ -23,9 +23,12 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
+import epscert
+from epscert.allocation import bracket_for
+
 from epscert.matrix import kernels as mk
 from epscert.matrix.loss_tilt import (
-    LossTilt, choose_order, law_tv, log_bound, loss_tilt, max_order, remove_tilt_log_values,
+    LossTilt, choose_order, last_weights, law_tv, log_bound, loss_tilt, max_order, remove_tilt_log_values,
 )
 from epscert.matrix.values import MatrixValueSampler
 from epscert.matrix.pair import MatrixPair
@@ -34,7 +37,7 @@ from epscert.rng import stream_generator
 from epscert.matrix.strategies import toeplitz_strategy
 from epscert.matrix.strategies.gram import mode_gram
 
-from .helpers import Z_CLT
+from .helpers import Z_CLT, row
 
 BANDED = [1.0, 0.5, 0.375, 0.3125]
 
@@ -51,7 +54,7 @@ def brute_force_log_z(g: np.ndarray, theta: int) -> float:
     return math.log(math.fsum(terms)) - theta * math.log(b)
 
 
-@pytest.mark.parametrize("theta", [1, 2, 3, 4])
+@pytest.mark.parametrize("theta", [1, 2, 3, 4, 5])
 def test_z_is_the_sum_over_every_tuple(theta):
     pair = pair_of(BANDED, 30, 6, 1.2)  # modes overlap (G has 3 nonzero diagonals on each side)
     assert np.count_nonzero(pair.g) > pair.bins
@@ -71,7 +74,30 @@ def test_every_table_entry_is_its_sum_over_completions():
             assert abs(table[head] - exact) <= 1e-13 * exact, (m, head, table[head], exact)
 
 
-@pytest.mark.parametrize("theta", [2, 3, 4])
+def test_every_row_wise_table_entry_is_its_sum_over_completions():
+    """θ = 5 (row-wise: F_1..F_3 stored, F_4 formed per draw), b = 4: each stored entry and each per-draw
+    row H ∘ (W H) of F_4 (up to the factor w(k_1..k_3) common to the row) against fsum over completions."""
+    pair = pair_of(BANDED, 16, 4, 1.5)
+    tilt = LossTilt(pair, 5)
+    assert tilt.rowwise and len(tilt.tables) == 3
+    g = pair.g
+
+    def weight(k):
+        return math.exp(sum(g[k[a], k[c]] for a, c in itertools.combinations(range(5), 2)))
+
+    for m, table in enumerate(tilt.tables, start=1):
+        for head in itertools.product(range(4), repeat=m):
+            exact = math.fsum(weight(head + tail) for tail in itertools.product(range(4), repeat=5 - m))
+            assert abs(table[head] - exact) <= 1e-13 * exact, (m, head, table[head], exact)
+    for head in itertools.product(range(4), repeat=3):
+        row = last_weights(np, tilt.weights, [np.array([k]) for k in head], True)[0]
+        common = math.exp(sum(g[head[a], head[c]] for a, c in itertools.combinations(range(3), 2)))
+        for last in range(4):
+            exact = math.fsum(weight(head + (last, tail)) for tail in range(4))
+            assert abs(common * row[last] - exact) <= 1e-13 * exact, (head, last)
+
+
+@pytest.mark.parametrize("theta", [2, 3, 4])  # θ = 5: the sum over every tuple (above); e^{5L} is too heavy here
 def test_z_is_the_moment_of_the_loss_under_q(theta):
     """A plain Monte Carlo mean of e^{θL}, g ~ Q, 400 000 draws (no tuple, no table)."""
     pair = pair_of(BANDED, 200, 20, 4.0)
@@ -106,10 +132,10 @@ def check_counts(tuples: np.ndarray, law: np.ndarray) -> None:
     assert np.all(np.abs(counts - n * law) <= 5 * sd), float(np.max(np.abs(counts - n * law) / sd))
 
 
-@pytest.mark.parametrize("theta,b", [(3, 5), (4, 4)])
-def test_tuples_follow_the_exact_tuple_law(theta, b):
-    """125 and 256 cells, 200 000 draws (smallest expected counts about 740 and 350)."""
-    pair = pair_of(BANDED, 4 * b, b, 2.0)
+@pytest.mark.parametrize("theta,b,sigma", [(3, 5, 2.0), (4, 4, 2.0), (5, 3, 4.0)])
+def test_tuples_follow_the_exact_tuple_law(theta, b, sigma):
+    """125, 256 and 243 cells, 200 000 draws (smallest expected counts above 300); θ = 5 is row-wise."""
+    pair = pair_of(BANDED, 4 * b, b, sigma)
     tuples = LossTilt(pair, theta).draw_tuples(stream_generator(22, theta).random((200_000, theta)))
     check_counts(tuples, exact_tuple_law(pair, theta))
 
@@ -132,15 +158,16 @@ def test_the_rounded_inverse_cdf_law_is_within_law_tv(order):
     assert 0 < float(tv) <= law_tv(w.size, 0.0), (float(tv), law_tv(w.size, 0.0))  # measured: 5e-18 .. 4e-15
 
 
-def test_jax_draws_the_same_tuple_law():
-    """The JAX kernel's categorical draws (θ = 4, b = 4) against the same exact law."""
+@pytest.mark.parametrize("theta,b,sigma", [(4, 4, 2.0), (5, 3, 4.0)])
+def test_jax_draws_the_same_tuple_law(theta, b, sigma):
+    """The JAX kernel's categorical draws (θ = 4, b = 4; θ = 5 row-wise, b = 3) against the same exact law."""
     jax = pytest.importorskip("jax")
     from epscert.matrix import jax_kernels as jax_matrix  # noqa: PLC0415
 
-    pair = pair_of(BANDED, 16, 4, 2.0)
-    sampler = MatrixValueSampler(pair, "tilted", 1.0, order=4)
+    pair = pair_of(BANDED, 4 * b, b, sigma)
+    sampler = MatrixValueSampler(pair, "tilted", 1.0, order=theta)
     tuples = jax_matrix.tilt_tuples(sampler, jax.random.PRNGKey(3), 200_000)
-    check_counts(np.asarray(tuples), exact_tuple_law(pair, 4))
+    check_counts(np.asarray(tuples), exact_tuple_law(pair, theta))
 
 
 def test_the_tuple_law_slack_is_tiny_and_required():
@@ -186,18 +213,39 @@ def test_theta_one_value_is_the_naive_p_form():
 
 def test_the_order_is_the_tightest_renyi_bound_and_is_capped():
     pair = pair_of(BANDED, 200, 20, 4.0)
-    assert max_order(pair) == 4
+    assert max_order(pair) == 5
     for grid in ([0.5], [2.0, 3.0, 4.0], [6.0]):
         theta = choose_order(pair, grid)
         ref = float(np.median(grid))
-        logs = {t: float(log_bound(loss_tilt(pair, t).log_z, t, ref)) for t in range(2, 5)}
+        logs = {t: float(log_bound(loss_tilt(pair, t).log_z, t, ref)) for t in range(2, 6)}
         assert theta == 1 or logs[theta] == min(logs.values())
         assert theta > 1 or min(logs.values()) >= 0.0
     assert choose_order(pair, [6.0]) >= choose_order(pair, [0.5])
     big_b = pair_of([1.0], 400, 400, 4.0)  # b³ = 6.4e7 > MAX_TABLE_ENTRIES
     assert max_order(big_b) == 3
+    assert max_order(pair_of([1.0], 180, 180, 4.0)) == 4  # b³ fits, the θ = 5 build exceeds MAX_BUILD_FLOPS
+    assert max_order(pair_of([1.0], 150, 150, 4.0)) == 5
     assert max_order(pair_of([1.0], 200, 20, 0.3)) == 3  # G = 111: C(4, 2) · 111 > MAX_LOG_WEIGHT >= C(3, 2) · 111
     loud = pair_of([1.0], 200, 20, 0.2)  # G = 250: C(3, 2) · 250 > MAX_LOG_WEIGHT
     assert max_order(loud) == 2
     with pytest.raises(ValueError, match="theta"):
         LossTilt(loud, 3)
+
+
+def test_an_order_five_certificate_brackets_the_allocation_bracket():
+    """C = I, n = 40, b = 10, σ = 2 (one Balls-and-Bins epoch of 10 steps at σ/2, deterministic and independent
+    of every matrix code path): the order chosen is 5 (row-wise), and the certified [LCB, UCB] of δ_remove
+    overlaps the bracket at ε = 3 and 4 (δ about 1.6e-7 and 5e-10) while the UCB stays within 30% of the bracket's
+    upper end (the certificate bites). Each side fails with probability <= β = 1e-3 (KL/Bernstein)."""
+    sigma, n, b, eps = 2.0, 40, 10, [3.0, 4.0]
+    strategy = toeplitz_strategy([1.0], n)
+    pair = pair_of([1.0], n, b, sigma)
+    assert choose_order(pair, eps) == 5 and loss_tilt(pair, 5).rowwise
+    table = epscert.certify(sampler="balls_and_bins_persistent", sigma=sigma, steps=b, epsilons=eps,
+                            method="tilted", samples=40_000, seed=7, strategy=strategy, direction="remove",
+                            error_prob=1e-3)
+    upper, lower = bracket_for(sigma / math.sqrt(n // b), b, 1).delta(eps, "remove")
+    for i, e in enumerate(eps):
+        r = row(table, epsilon=e)
+        assert r["delta_lower"] <= upper[i] and r["delta_upper"] >= lower[i], (e, r, lower[i], upper[i])
+        assert r["delta_upper"] <= 1.3 * upper[i], (e, r["delta_upper"], upper[i])
