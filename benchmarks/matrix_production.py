@@ -160,9 +160,7 @@ def fmt(x, spec: str = ".3f") -> str:
 
 def run(configs, deltas, samples: int | None, rivals: bool) -> list[dict]:
     rows = []
-    print("| n | b | bands | σ | δ | epscert certified ε | width | samples | CPU s | JAX Privacy ε̂ [±2 s.e.] "
-          "(samples, CPU s) | Opake ε upper (resolution, CPU s) |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print(HEADER)
     for setting in configs:
         n, b, sigma, bands = setting["n"], setting["b"], setting["sigma"], setting["bands"]
         c_col = binomial_c_col(bands)
@@ -185,13 +183,25 @@ def run(configs, deltas, samples: int | None, rivals: bool) -> list[dict]:
                         row["opake"] = {"missing": f"b = {b} > {OPAKE_MAX_BINS}: a list of b² floats"}
                 except ImportError as err:
                     row["opake"] = {"missing": str(err)}
-            jp_text = row.get("jax_privacy", {}).get("missing", "not run") if jp is None else rival_text(jp, delta)
-            op_text = row.get("opake", {}).get("missing", "not run") if op is None else f"{fmt(op['upper'])} ({op['resolution']:.1e}, {op['cpu_s']:.1f})"
-            print(f"| {n} | {b} | {bands} | {sigma} | {delta:.0e} | [{fmt(mine['lower'])}, {fmt(mine['upper'])}] "
-                  f"| {100 * mine['width']:.1f}% | {mine['samples']:,} | {budget:.1f} | {jp_text} | {op_text} |",
-                  flush=True)
+            print(format_row(row), flush=True)
             rows.append(row)
     return rows
+
+
+HEADER = ("| n | b | bands | σ | δ | epscert certified ε | width | samples | CPU s | JAX Privacy ε̂ [±2 s.e.] "
+          "(samples, CPU s) | Opake ε upper (resolution, CPU s) |\n|---|---|---|---|---|---|---|---|---|---|---|")
+
+
+def format_row(row: dict) -> str:
+    """One line of the printed table from a row of the JSON (``--reprint`` reads them back)."""
+    mine, delta = row["epscert"], row["delta"]
+    jp, op = row.get("jax_privacy", {}), row.get("opake", {})
+    jp_text = jp.get("missing", "not run") if "samples" not in jp else rival_text(jp, delta)
+    op_text = op.get("missing", "not run") if "upper" not in op else \
+        f"{fmt(op['upper'])} ({op['resolution']:.1e}, {op['cpu_s']:.1f})"
+    return (f"| {row['n']} | {row['b']} | {row['bands']} | {row['sigma']} | {delta:.0e} | [{fmt(mine['lower'])}, "
+            f"{fmt(mine['upper'])}] | {100 * mine['width']:.1f}% | {mine['samples']:,} | {mine['cpu_s']:.1f} "
+            f"| {jp_text} | {op_text} |")
 
 
 def main(argv: list[str] | None = None) -> list[dict]:
@@ -202,7 +212,14 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--no-rivals", action="store_true", help="epscert only")
     parser.add_argument("--skip-large", action="store_true", help="leave out n = b = 10^4 (several GB)")
     parser.add_argument("--out", default="benchmarks/results")
+    parser.add_argument("--reprint", nargs="+", metavar="JSON", help="print the table of saved runs and stop")
     args = parser.parse_args(argv)
+    if args.reprint:
+        rows = [row for path in args.reprint for row in json.loads(Path(path).read_text())]
+        print(HEADER)
+        for row in rows:
+            print(format_row(row))
+        return rows
     if args.samples is not None and args.samples < 2:
         raise SystemExit(f"--samples must be >= 2, got --samples={args.samples}")
     samples = args.samples if args.samples is not None else (QUICK_SAMPLES if args.quick else None)
