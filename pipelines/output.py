@@ -82,8 +82,9 @@ def upper_mean_note(rows: Iterable[dict]) -> str | None:
     (``epscert.config.Method.mean_is_unbiased``)."""
     from epscert.config import Method  # the numerical core's names (ground floor)
 
-    names = sorted({r["method"] for r in rows if r["method"] in {m.value for m in Method}
-                    and Method(r["method"]).is_monte_carlo and not Method(r["method"]).mean_is_unbiased})
+    known = {m.value for m in Method}
+    names = sorted(name for name in {r["method"] for r in rows}  # each method once, not once per row
+                   if name in known and Method(name).is_monte_carlo and not Method(name).mean_is_unbiased)
     if not names:
         return None
     return (f"epscert: on {', '.join(names)} rows, delta is the mean of raised (order-statistic) values: an upper "

@@ -159,6 +159,7 @@ class Bracket:
         self._checked: set[bool] = set()
         self._last: tuple[float, dict] = (math.nan, {})  # reads at the last ε asked (see :meth:`_memo`)
         self._tilts: dict[float, float] = {}  # saddle points primed for a grid (:meth:`prime_tilts`)
+        self._chernoff: dict[float, float] = {}  # Chernoff bounds primed for a grid (:meth:`prime_tilts`)
         self._grid_lam: float | None = None  # the tilt of the last composition built on a grid
 
     def _memo(self, eps: float, what: str, compute):
@@ -177,10 +178,11 @@ class Bracket:
         eps = sorted({float(e) for e in epsilons} - self._tilts.keys())
         if eps:
             self._tilts.update(zip(eps, self.mgf[True].saddles(eps)))
+            self._chernoff.update(zip(eps, self.chernoff_bounds(eps)))  # the same values, one pass
         self._grid_lam = None
 
     def forget_tilts(self) -> None:  # the end of a grid
-        self._tilts, self._grid_lam = {}, None
+        self._tilts, self._grid_lam, self._chernoff = {}, None, {}
 
     def _grid_tilt(self, eps: float, saddle: float) -> float:
         """On a grid read in ascending ε: the tilt of the last composition built, while it is at most
@@ -242,17 +244,26 @@ class Bracket:
 
     # -- values ----------------------------------------------------------------------------------
     def chernoff_upper(self, eps: float) -> float:
-        """See :meth:`chernoff_bound` (kept for the last ε asked)."""
+        """See :meth:`chernoff_bound` (kept for the last ε asked, or primed for a grid)."""
+        primed = self._chernoff.get(eps)
+        if primed is not None:
+            return primed
         return self._memo(eps, "chernoff", lambda: self.chernoff_bound(eps))
 
     def chernoff_bound(self, eps: float) -> float:
         """δ(ε) <= p∞ + min_s e^{Σ log M(s) - sε}·s^s/(s+1)^{s+1} (E(1 - e^{ε-S})_+ <= E e^{s(S-ε)}·
         max_t (1 - e^{-t})e^{-st}), over s on the Chernoff grid: valid without any FFT."""
+        return self.chernoff_bounds([eps])[0]
+
+    def chernoff_bounds(self, epsilons) -> list[float]:
+        """:meth:`chernoff_bound` at many ε in one array pass (the same arithmetic, element by element)."""
         s = tilt.TAIL_S
+        eps = np.asarray(epsilons, dtype=np.float64)[:, None]
         with np.errstate(invalid="ignore"):
             logs = self.mgf[True].at_tail_s() - s * eps + s * np.log(s) - (s + 1.0) * np.log1p(s)
+            least = np.nanmin(logs, axis=1)
         inf_part = -math.expm1(self.mgf[True].log_finite) if self.mgf[True].log_finite > -math.inf else 1.0
-        return min(1.0, inf_part + math.exp(min(float(np.nanmin(logs)), 0.0)))
+        return [min(1.0, inf_part + math.exp(min(v, 0.0))) for v in least.tolist()]
 
     def upper(self, eps: float) -> Value:
         """Upper bound on δ(ε): the tilted FFT where it applies, else the Chernoff bound (kept for the last ε)."""
