@@ -134,6 +134,17 @@ def complete_config(item: tuple[str, Iterable[list[dict] | bytes]],
     return config_id, sort_table(table).to_pylist()
 
 
+def finalise_packed(item, methods) -> tuple[str, bytes]:
+    """:func:`~transforms.shards.finalise_monte_carlo`, its rows packed (:func:`pack_rows`) in the same step: a
+    method's row dicts live only inside this call and never cross a step (issue 35 item 5: memory)."""
+    return pack_rows(finalise_monte_carlo(item, methods))
+
+
+def analytic_packed(item) -> tuple[str, bytes]:
+    """:func:`~transforms.shards.compute_analytic`, its rows packed in the same step (see :func:`finalise_packed`)."""
+    return pack_rows(compute_analytic(item))
+
+
 class CertifyConfigs(beam.PTransform):
     """PCollection[CertifyConfig] -> PCollection[(config_id, rows)], one element per configuration.
 
@@ -155,18 +166,17 @@ class CertifyConfigs(beam.PTransform):
             | "SpreadShards" >> beam.Reshuffle()
             | "RunShards" >> beam.ParDo(RunShardFn(self._progress))
             | "MergeShards" >> beam.CombinePerKey(MergeAccumulatorsFn())
-            | "FinaliseMonteCarlo" >> beam.Map(finalise_monte_carlo, beam.pvalue.AsDict(by_key))
+            | "FinaliseMonteCarlo" >> beam.Map(finalise_packed, beam.pvalue.AsDict(by_key))
         )
         analytic = (
             configs
             | "AnalyticMethods" >> beam.FlatMap(analytic_methods)
             | "SpreadAnalytic" >> beam.Reshuffle()
-            | "ComputeAnalytic" >> beam.Map(compute_analytic)
+            | "ComputeAnalytic" >> beam.Map(analytic_packed)
         )
         return (
             (monte_carlo, analytic)
             | "AllMethods" >> beam.Flatten()
-            | "PackRows" >> beam.Map(pack_rows)
             | "GroupByConfig" >> beam.GroupByKey()
             | "CompleteConfigs" >> beam.Map(complete_config, beam.pvalue.AsDict(by_id))
         )

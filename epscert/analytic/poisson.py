@@ -85,6 +85,11 @@ RETILT_OCTAVES = 0.5
 WINDOW_FALLBACK = 0.5
 #: Bisection steps of ε(δ) (relative precision 2^-50 of the bracket).
 EPSILON_STEPS = 60
+#: Compositions a bracket keeps (least recently used dropped first): a dense grid in ascending ε moves
+#: through its tilts and rarely returns, so memory stays a few windows whatever the grid's size (issue 35
+#: item 5: 138 kept compositions held 190 MB at 14,001 ε). A dropped one is composed again if asked for,
+#: with the same factors and tilt (its window then holds the ε asked), so every value is a certified value.
+KEPT_COMPOSITIONS = 8
 
 
 def tail_z_for(delta_estimate: float, compositions: int) -> float:
@@ -219,12 +224,16 @@ class Bracket:
         key = (upper, lam)
         comp = self._compositions.get(key)
         if comp is not None and comp.bottom <= eps:
+            self._compositions[key] = self._compositions.pop(key)  # the most recently used: kept longest
             return comp
         window = self._window(upper, lam, eps)
         if window is None:
             return None
         comp = tilt.compose(self.factors[upper], lam, eps, self.mgf[upper], window=window)
+        self._compositions.pop(key, None)
         self._compositions[key] = comp
+        while len(self._compositions) > KEPT_COMPOSITIONS:  # least recently used first (dicts keep order)
+            self._compositions.pop(next(iter(self._compositions)))
         return comp
 
     def check(self, eps: float) -> None:
