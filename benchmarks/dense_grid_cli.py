@@ -4,15 +4,13 @@ the table printed to /dev/null), one fresh process per run, for one or more sour
 
     PYTHONPATH=$PWD python -m benchmarks.dense_grid_cli [--sizes 1,1000,14001] [--trees base=/path,new=.]
 
-CPU is the child's user + sys time (``resource.getrusage(RUSAGE_CHILDREN)`` before and after), peak memory its
-ru_maxrss. Runs alternate between trees size by size, so that a change of the machine's load falls on both.
+CPU is the child's user + sys time and peak memory its ru_maxrss (``os.wait4``: that child's own usage). Runs alternate between trees size by size, so that a change of the machine's load falls on both.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import resource
 import subprocess
 import sys
 
@@ -22,14 +20,15 @@ import numpy as np
 def run_one(tree: str, k: int) -> dict:
     eps = ",".join(repr(e) for e in (np.linspace(0.0, 14.0, k).tolist() if k > 1 else [1.0]))
     env = dict(os.environ, PYTHONPATH=os.path.abspath(tree))
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     with open(os.devnull, "w") as sink:
-        subprocess.run([sys.executable, "-m", "pipelines.cli", "certify", "--sigma", "1", "--steps", "50",
-                        "--samples", "1000", "--epsilons", eps, "--no-progress"], cwd=os.path.abspath(tree), env=env,
-                       stdout=sink, stderr=subprocess.DEVNULL, check=True)
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return {"cpu_s": cpu, "peak_mib": after.ru_maxrss / 1024}
+        child = subprocess.Popen([sys.executable, "-m", "pipelines.cli", "certify", "--sigma", "1", "--steps", "50",
+                                  "--samples", "1000", "--epsilons", eps, "--no-progress"], cwd=os.path.abspath(tree),
+                                 env=env, stdout=sink, stderr=subprocess.DEVNULL)
+        _, status, usage = os.wait4(child.pid, 0)  # this child's own resource usage
+        child.returncode = os.waitstatus_to_exitcode(status)
+    if child.returncode:
+        raise SystemExit(f"certify failed in {tree} at k={k} (exit {child.returncode})")
+    return {"cpu_s": usage.ru_utime + usage.ru_stime, "peak_mib": usage.ru_maxrss / 1024}
 
 
 def main(argv=None) -> None:
@@ -45,7 +44,6 @@ def main(argv=None) -> None:
         for name, path in trees.items():
             r = run_one(path, k)
             base.setdefault(name, r["cpu_s"])
-            # ru_maxrss of RUSAGE_CHILDREN is the largest child so far: sizes run in increasing order
             print(f"{name:<8}{k:>7}{r['cpu_s']:>9.2f}{r['peak_mib']:>10.0f}{r['cpu_s'] / base[name]:>9.1f}", flush=True)
 
 

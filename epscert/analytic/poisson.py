@@ -50,6 +50,7 @@ import numpy as np
 
 from epscert.analytic.poisson_rdp import (RDP_RELATIVE, poisson_rdp_delta, poisson_rdp_epsilon,  # noqa: F401 (re-exported)
                                          quiet_rdp, rdp_accountant)
+from epscert.analytic.crossing import EPSILON_STEPS, crossing_lower, crossing_upper  # noqa: F401 (re-exported)
 from epscert.analytic.resolution import UNDERFLOW_FLOOR
 from epscert.fft import tilt
 from scipy import special
@@ -83,8 +84,6 @@ RETILT_OCTAVES = 0.5
 #: fraction of the guess instead (the search then runs over [bottom, Chernoff ε]: an answer below the
 #: bottom is reported as the bottom on the upper side, and the lower side only finds points above it).
 WINDOW_FALLBACK = 0.5
-#: Bisection steps of ε(δ) (relative precision 2^-50 of the bracket).
-EPSILON_STEPS = 60
 #: Compositions a bracket keeps (least recently used dropped first): a dense grid in ascending ε moves
 #: through its tilts and rarely returns, so memory stays a few windows whatever the grid's size (issue 35
 #: item 5: 138 kept compositions held 190 MB at 14,001 ε). A dropped one is composed again if asked for,
@@ -319,10 +318,10 @@ class Bracket:
             if comp is None:
                 break
             if upper:
-                found = _crossing_upper(comp.upper, target, max(comp.bottom, 0.0), hi)
+                found = crossing_upper(comp.upper, target, max(comp.bottom, 0.0), hi)
                 best = min(best, found)
             else:
-                found = _crossing_lower(comp.lower, target, max(comp.bottom, 0.0), guess, hi)
+                found = crossing_lower(comp.lower, target, max(comp.bottom, 0.0), guess, hi)
                 best = max(best, found)
             again = self.tilt_for(found) if 0.0 < found < math.inf else lam
             if again == lam or (lam > 0.0 and again > 0.0 and abs(math.log2(again / lam)) < RETILT_OCTAVES):
@@ -344,44 +343,6 @@ class Bracket:
             eps = (mgf.values(s) + s * np.log(s) - (s + 1.0) * np.log1p(s) - math.log(target - inf_part)) / s
         best = float(np.nanmin(eps))
         return max(0.0, best) if math.isfinite(best) else math.inf
-
-
-def _bisect(read, target: float, a: float, b: float) -> tuple[float, float]:
-    """Keep read(a) > target >= read(b) while halving [a, b] (EPSILON_STEPS times)."""
-    for _ in range(EPSILON_STEPS):
-        mid = 0.5 * (a + b)
-        if read(mid) <= target:
-            b = mid
-        else:
-            a = mid
-    return a, b
-
-
-def _crossing_upper(read, target: float, lo: float, hi: float) -> float:
-    """A point b in [lo, hi] with read(b) <= target (hi itself is the caller's Chernoff point)."""
-    if read(hi) > target:
-        return hi
-    if read(lo) <= target:
-        return lo
-    return _bisect(read, target, lo, hi)[1]
-
-
-def _crossing_lower(read, target: float, lo: float, guess: float, hi: float) -> float:
-    """A point a in [lo, hi] with read(a) > target (0 if none is found): from ``guess`` down by
-    doubling steps to the first such point, then bisection towards the crossing."""
-    if read(guess) > target:
-        a, b = guess, hi
-    else:
-        a, b = None, guess
-        for k in range(-30, 1):
-            cand = guess - (guess - lo) * 2.0**k
-            if read(cand) > target:
-                a = cand
-                break
-            b = cand
-        if a is None:
-            return 0.0
-    return _bisect(read, target, a, b)[0]
 
 
 @functools.lru_cache(maxsize=32)
