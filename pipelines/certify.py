@@ -48,7 +48,7 @@ from pipelines.options import (
 from pipelines.certify_waves import run_waves
 from pipelines.strategy_flags import add_strategy_flags, strategy_args
 from pipelines.parallelism import Parallelism, parallelism
-from pipelines.output import FORMATS, print_rows
+from pipelines.output import FORMATS, print_table_file
 from pipelines.plan import print_plan
 from transforms.certify import CertifyConfigs
 from transforms.progress import ProgressReporter
@@ -285,10 +285,10 @@ def run(argv: Sequence[str] | None = None, *, wait: bool = True, stdout: TextIO 
         if dry_run:
             print(f"epscert: dry run on {job.choice.name}: the job was built, not run", file=sys.stderr)
         elif result.state == PipelineState.DONE:
-            rows = read_table(output).to_pylist()
-            print_rows(rows, job.fmt, stdout if stdout is not None else sys.stdout, {job.config.config_id})
+            table = read_table(output)
+            print_table_file(table, job.fmt, stdout if stdout is not None else sys.stdout, {job.config.config_id})
             if job.output is not None:
-                print(f"epscert: wrote {len(rows)} rows to {job.output}", file=sys.stderr)
+                print(f"epscert: wrote {table.num_rows} rows to {job.output}", file=sys.stderr)
         return result
     finally:
         if tmpdir is not None and wait:

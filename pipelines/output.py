@@ -82,13 +82,48 @@ def upper_mean_note(rows: Iterable[dict]) -> str | None:
     (``epscert.config.Method.mean_is_unbiased``)."""
     from epscert.config import Method  # the numerical core's names (ground floor)
 
-    names = sorted({r["method"] for r in rows if r["method"] in {m.value for m in Method}
-                    and Method(r["method"]).is_monte_carlo and not Method(r["method"]).mean_is_unbiased})
+    known = {m.value for m in Method}
+    names = sorted(name for name in {r["method"] for r in rows}  # each method once, not once per row
+                   if name in known and Method(name).is_monte_carlo and not Method(name).mean_is_unbiased)
     if not names:
         return None
     return (f"epscert: on {', '.join(names)} rows, delta is the mean of raised (order-statistic) values: an upper "
             "bound's mean, biased upward, not an estimate of δ; delta_upper is the certificate, and naive, "
             "importance or conditional give an unbiased estimate with a lower bound (delta_lower)")
+
+
+#: Rows turned into dicts at a time when a table is printed as JSON lines (memory stays one batch's).
+JSON_BATCH_ROWS = 4096
+
+
+def reported_table(table):
+    """:func:`reported_rows` on an Arrow table, in columns (a dense grid's per-direction rows never become dicts)."""
+    import pyarrow.compute as pc  # noqa: PLC0415
+
+    both = pc.fill_null(pc.equal(table.column("direction"), "both"), False)
+    key = pc.binary_join_element_wise(table.column("config_id"), table.column("method"), "\x00")
+    with_both = pc.unique(pc.filter(key, both))
+    keep = pc.or_(both, pc.invert(pc.is_in(key, value_set=with_both)))
+    return table.filter(keep)
+
+
+def print_table_file(table, fmt: str, stream: TextIO, main_ids: set[str] | None = None) -> None:
+    """:func:`print_rows` of a results table read from its file, without a dict per row it does not print:
+    the table format turns only the reported rows into dicts, JSON lines go out batch by batch."""
+    if fmt == "json":
+        for batch in table.to_batches(max_chunksize=JSON_BATCH_ROWS):
+            print_json(batch.to_pylist(), stream)
+    elif fmt == "table":
+        shown = reported_table(table)
+        print_table(display_order(shown.to_pylist(), main_ids or set()), stream)
+        if shown.num_rows < table.num_rows:
+            print(f"epscert: {table.num_rows - shown.num_rows} per-direction rows not shown (they are in the Parquet "
+                  "file and in --format json)", file=sys.stderr)
+        note = upper_mean_note({"method": m} for m in table.column("method").unique().to_pylist())
+        if note:
+            print(note, file=sys.stderr)
+    else:
+        raise ValueError(f"format must be one of {', '.join(FORMATS)}, got format={fmt!r}")
 
 
 def print_rows(rows: list[dict], fmt: str, stream: TextIO, main_ids: set[str] | None = None) -> None:

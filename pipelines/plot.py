@@ -4,10 +4,12 @@ What is drawn is what the file holds, and what is not is said so in the legend:
 
 - ``--kind delta`` (default): δ(ε) per configuration (sampler, σ, T, E) and method, on a log axis.
   Each configuration has its own colour and marker (:func:`curve_styles`: 20 colours, then markers,
-  so twelve configurations never share a colour; first legend); the line style says what a line is
-  (:data:`KINDS`, second legend: solid an exact value or upper bound, dashed a lower bound, dotted the
-  cube lower bound, dash-dot a Monte Carlo UCB). The two sides of a bracket (``bracket_upper``/
-  ``bracket_lower``, Poisson ``pld_upper``/``pld_lower``) are joined by a band.
+  so twelve configurations never share a colour; first legend); the line style is the sampler
+  (:data:`SAMPLER_STYLES`, the same in every figure: Balls-and-Bins solid, Poisson dashed, ...), and
+  what a line is shows in its markers and width (:data:`KIND_LOOK`, second legend: filled markers an
+  exact value or upper bound, open markers a lower bound, a thin line the cube lower bound (open) or
+  the RDP upper bound (filled), a thick line a Monte Carlo UCB). The two sides of a bracket
+  (``bracket_upper``/``bracket_lower``, Poisson ``pld_upper``/``pld_lower``) are joined by a band.
   Monte Carlo: the UCB, and the mean only with its ±2 SE interval; a mean outside the configuration's
   certified bracket gets a ring: orange within 4 standard errors (sampling scatter), red beyond (a
   contradiction; the legend says how many standard errors). A value at its method's
@@ -22,8 +24,9 @@ What is drawn is what the file holds, and what is not is said so in the legend:
   curve here) is read off the file's ε grid
   (the smallest grid ε whose UCB is <= δ: an upper bound at the grid's resolution; at the grid's first
   point only "≤", marked), and the legend says "read off the ε grid". Bracket sides are joined by a band.
-  The colour is the run (T, E), the line style the sampler (:data:`SAMPLER_STYLES`: Balls-and-Bins solid,
-  Poisson dashed, ...), a lower side has open markers; the legend stands beside the axes, off the curves.
+  The colour is the run (T, E), the line style the sampler (:data:`SAMPLER_STYLES`, as in ``--kind delta``,
+  also when the file has one sampler), a lower side has open markers; the legend stands beside the axes,
+  off the curves.
 
 Marks below the δ axis of several configurations at one ε stand side by side on the bottom edge.
 """
@@ -57,10 +60,17 @@ FLOOR_DECADES = 3
 COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
            "#17becf", "#0000ff", "#ff00ff", "#3c4d03", "#0165fc", "#ffb07c", "#ff0789", "#8fb67b", "#0add08",
            "#750851", "#9932cc")
-#: ``--kind sigma``: the line style of each sampler (the colour is the run's T and E; the two sides of a
-#: bracket share both, with the band between them).
+#: The line style of each sampler, in every figure (``--kind delta``: the colour is the configuration;
+#: ``--kind sigma``: the colour is the run's T and E; the two sides of a bracket share both, with the band
+#: between them). A sampler not listed here (none today) is drawn with :data:`OTHER_SAMPLER_STYLE`.
 SAMPLER_STYLES = {"balls_and_bins": "-", "poisson": "--", "deterministic": ":", "shuffle": "-.",
                   "shuffle_persistent": (0, (5, 2, 1, 2, 1, 2)), "balls_and_bins_persistent": (0, (1, 1))}
+OTHER_SAMPLER_STYLE = (0, (8, 2, 2, 2))
+
+
+def sampler_style(sampler: str):
+    """The line style of ``sampler`` (:data:`SAMPLER_STYLES`)."""
+    return SAMPLER_STYLES.get(sampler, OTHER_SAMPLER_STYLE)
 #: Points between the "below the axis" marks of different configurations at one ε (side by side, not stacked).
 BELOW_SPACING_POINTS = 7.0
 MARKERS = ("o", "s", "^", "D", "P", "X", "*", "h", "<", ">")
@@ -131,13 +141,14 @@ def y_limits(upper: Sequence[float], others: Sequence[float]) -> tuple[float, fl
     return max(bottom, top / 10.0**MAX_DECADES, 1e-300), top
 
 
-#: What each mark of a δ(ε) figure means (the second legend).
+#: What each mark of a δ(ε) figure means (the second legend). The line kinds (upper ... ucb) are drawn in
+#: their sampler's line style; their legend entry shows their markers' fill and line width (:data:`KIND_LOOK`).
 KINDS = {
-    "upper": ("-", None, "upper bound or exact value"),
-    "lower": ("--", None, "lower bound"),
-    "cube": (":", None, "cube lower bound (max statistic)"),
-    "rdp": ((0, (1, 3)), None, "RDP upper bound"),
-    "ucb": ("-.", None, "Monte Carlo UCB (failure probability β)"),
+    "upper": ("-", "o", "upper bound or exact value (filled markers)"),
+    "lower": ("-", "o", "lower bound (open markers)"),
+    "cube": ("-", "o", "cube lower bound, max statistic (thin line, open markers)"),
+    "rdp": ("-", "o", "RDP upper bound (thin line)"),
+    "ucb": ("-", "o", "Monte Carlo UCB, failure probability β (thick line)"),
     "mean": ("none", "x", "Monte Carlo mean ± 2 SE"),
     "band": (None, None, "bracket: lower to upper side"),
     "mcband": (None, None, "lower bound to Monte Carlo UCB"),
@@ -146,6 +157,11 @@ KINDS = {
     "scatter": ("none", "o", "Monte Carlo mean just outside the certified bracket"),
     "outside": ("none", "o", "Monte Carlo mean outside the certified bracket"),
 }
+
+
+#: Line kind -> (filled markers, line width): what a line is, now that its style is its sampler's.
+KIND_LOOK = {"upper": (True, 1.5), "lower": (False, 1.5), "cube": (False, 0.8), "rdp": (True, 0.8),
+             "ucb": (True, 2.6)}
 
 
 def _kind(method: str, guarantee: str) -> str:
@@ -169,8 +185,11 @@ class _Figure:
         self.points: list[tuple[list, list, str]] = []  # every drawn series, for off-axis marks
         self.configs: dict[str, tuple[str, str]] = {}  # legend 1: name -> (colour, marker)
         self.kinds: dict[str, str] = {}  # legend 2: kind -> extra text
+        self.samplers: dict[str, object] = {}  # legend 2: sampler -> line style
 
-    def line(self, xs, ys, colour, marker, kind, certified="upper", label=None, **kw):
+    def line(self, xs, ys, colour, marker, kind, certified="upper", label=None, sampler=None, **kw):
+        """One curve: drawn in ``sampler``'s line style (:func:`sampler_style`), its kind in its markers'
+        fill and its width (:data:`KIND_LOOK`); without a sampler, the kind's own style."""
         if certified == "upper":
             self.upper.extend(ys)
         elif certified == "other":
@@ -178,6 +197,12 @@ class _Figure:
         self.points.append((list(xs), list(ys), colour))
         self.kinds.setdefault(kind, "")
         style = KINDS[kind][0]
+        if sampler is not None:
+            style = self.samplers.setdefault(sampler, sampler_style(sampler))
+            filled, width = KIND_LOOK.get(kind, (True, 1.5))
+            kw.setdefault("linewidth", width)
+            if not filled:
+                kw.setdefault("markerfacecolor", "none")
         (line,) = self.ax.plot(xs, ys, color=colour, marker=marker, linestyle=style, label=label, **kw)
         return line
 
@@ -231,7 +256,8 @@ class _Figure:
             first = ax.legend(handles=handles, fontsize=6.5, loc="upper left", bbox_to_anchor=(1.01, 1.0),
                               title="configuration", title_fontsize=7)
         ax.add_artist(first)
-        marks = []
+        marks = [Line2D([], [], color="black", linestyle=style, label=f"{sampler} (line style)")
+                 for sampler, style in sorted(self.samplers.items())]
         for kind in KINDS:
             if kind not in self.kinds:
                 continue
@@ -242,6 +268,10 @@ class _Figure:
             elif kind in ("outside", "scatter"):
                 marks.append(Line2D([], [], linestyle="none", marker="o", markersize=9, markerfacecolor="none",
                                     markeredgecolor="red" if kind == "outside" else "orange", label=text))
+            elif kind in KIND_LOOK:
+                filled, width = KIND_LOOK[kind]
+                marks.append(Line2D([], [], color="black", linestyle="-", linewidth=width, marker=marker,
+                                    markerfacecolor="black" if filled else "none", label=text))
             else:
                 filled = "none" if kind == "floor" else "black"
                 marks.append(Line2D([], [], color="black", linestyle=style or "none", marker=marker,
@@ -287,7 +317,7 @@ def draw_delta_curves(table, direction: str = "both"):
             floor = [at_floor(r) for r in rows]
             ys = _positive([v if not fl else None for v, fl in zip(value, floor)])
             f.line(eps, ys, colour, marker, _kind(method, rows[0]["guarantee"]),
-                   certified="other" if lower else "upper", label=f"{name}: {method}", markersize=3)
+                   certified="other" if lower else "upper", label=f"{name}: {method}", sampler=key[0], markersize=3)
             f.floor_marks([(e, v) for e, v, fl in zip(eps, value, floor) if fl and v and v > 0], colour)
         for upper, lower in BRACKET_PAIRS.items():
             if upper in methods and lower in methods and _band(f.ax, methods[upper], methods[lower], colour):
@@ -328,7 +358,8 @@ def _draw_mc(f: _Figure, name, method, rows, colour, marker, bracket) -> None:
     eps = [r["epsilon"] for r in rows]
     floor = [at_floor(r) for r in rows]
     ucb = _positive([r["delta_upper"] if not fl else None for r, fl in zip(rows, floor)])
-    f.line(eps, ucb, colour, marker, "ucb", label=f"{name}: {method} UCB (β={rows[0]['error_prob']:g})")
+    f.line(eps, ucb, colour, marker, "ucb", label=f"{name}: {method} UCB (β={rows[0]['error_prob']:g})",
+           sampler=rows[0]["sampler"])
     f.floor_marks([(e, r["delta_upper"]) for e, r, fl in zip(eps, rows, floor) if fl], colour)
     shown = [(e, r["delta"], 2.0 * (r["std_error"] or 0.0)) for e, r in zip(eps, rows) if r["delta"] > 0]
     if shown:
@@ -437,7 +468,6 @@ def draw_epsilon_vs_sigma(table, delta: float, direction: str = "both"):
     if not curves:
         raise ValueError(f"no configuration of the table reaches delta={delta} on its ε grid or ε(δ) rows")
     runs = curve_styles(sorted({(k[2], k[3]) for k in curves}))  # colour: the run (T, E)
-    samplers = sorted({k[0] for k in curves})
     styles = {(sampler, steps, epochs): runs[(steps, epochs)] for sampler, _, steps, epochs in curves}
     f = _Figure(plt)
     for key, by_sigma in sorted(curves.items()):
@@ -448,10 +478,9 @@ def draw_epsilon_vs_sigma(table, delta: float, direction: str = "both"):
         hows = {by_sigma[s][1].rstrip("≤") for s in sigmas}
         lower = guarantees.get((sampler, method)) == "lower_bound" or method.endswith("_lower")
         how = "; ".join(HOW[h] for h in sorted(hows))
-        line = f.line(sigmas, values, colour, marker, "lower" if lower else "upper",
-                      certified="other" if lower else "upper", label=f"{sampler} {method} (T={steps}, E={epochs}): {how}",
-                      markerfacecolor="none" if lower else colour)
-        line.set_linestyle(SAMPLER_STYLES.get(sampler, "-") if len(samplers) > 1 else line.get_linestyle())
+        f.line(sigmas, values, colour, marker, "lower" if lower else "upper",
+               certified="other" if lower else "upper", label=f"{sampler} {method} (T={steps}, E={epochs}): {how}",
+               sampler=sampler, markerfacecolor="none" if lower else colour, linewidth=1.5)
         for s in sigmas:
             value, mark = by_sigma[s]
             if mark == "grid≤":

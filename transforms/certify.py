@@ -15,6 +15,8 @@ import pickle
 from typing import Iterable, Mapping
 
 import apache_beam as beam
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from epscert.results.rows import row_count
 from epscert.config import CertifyConfig
@@ -41,25 +43,68 @@ def sort_rows(rows: Iterable[dict]) -> list[dict]:
     return sorted(rows, key=_sort_key)
 
 
+def sort_table(table: pa.Table) -> pa.Table:
+    """A results table in :func:`sort_rows`'s order, sorted by Arrow (stable, nulls last, strings by code
+    point: UTF-8 byte order is code-point order), without a Python key per row (issue 35 item 5)."""
+    keys = [c for c in SORT_COLUMNS + TIE_COLUMNS if c in table.column_names]
+    try:  # pyarrow >= 25 takes the null placement per key
+        order = pc.sort_indices(table, sort_keys=[(c, "ascending", "at_end") for c in keys])
+    except (TypeError, ValueError, pa.ArrowInvalid):  # older pyarrow: one placement for every key
+        order = pc.sort_indices(table, sort_keys=[(c, "ascending") for c in keys], null_placement="at_end")
+    return table.take(order)
+
+
+def table_bytes_ipc(table: pa.Table) -> bytes:
+    """``table`` as one Arrow IPC stream (exact: every float keeps its bits)."""
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return sink.getvalue().to_pybytes()
+
+
+def table_from_ipc(data: bytes) -> pa.Table:
+    return pa.ipc.open_stream(pa.py_buffer(data)).read_all()
+
+
+def as_table(rows) -> pa.Table:
+    """A row set as a results table: packed (:func:`pack_rows`), a table already, or row dicts
+    (validated by :func:`epscert.schema.to_table`)."""
+    if isinstance(rows, bytes):
+        return table_from_ipc(rows)
+    if isinstance(rows, pa.Table):
+        return rows
+    return to_table(rows)
+
+
 def expected_row_count(config: CertifyConfig) -> int:
     """Rows of a complete result for ``config`` (every resolved method)."""
     return sum(row_count(config, m) for m in config.resolved)
 
 
 def pack_rows(item: tuple[str, list[dict]]) -> tuple[str, bytes]:
-    """One method's row list as one pickled object before the grouping (issue 35 item 5).
+    """One method's row list as one bytes object before the grouping (issue 35 item 5): the rows
+    validated into a results table (:func:`epscert.schema.to_table`, which fills the schema's defaults)
+    and written as one Arrow IPC stream.
 
     A runner's state cache sizes what a GroupByKey hands on by walking every object in it (Beam's
     ``objsize``): a 14,001-ε grid's row dicts, tens of fields each, cost more CPU there than the
     certificates themselves. One bytes object per method is sized at once; :func:`complete_config`
-    unpacks it (pickle restores every float exactly)."""
+    reads it back (:func:`as_table`; IPC keeps every float's bits). Columns, not a pickle of dicts:
+    the table is built once, and no dict is pickled or unpickled."""
     config_id, rows = item
-    return config_id, pickle.dumps(rows, protocol=pickle.HIGHEST_PROTOCOL)
+    return config_id, table_bytes_ipc(as_table(rows))
 
 
-def unpack_rows(rows):
-    """The rows (or side-input value) of :func:`pack_rows` / :func:`pack_value` (anything else passes through)."""
-    return pickle.loads(rows) if isinstance(rows, bytes) else rows
+def unpack_rows(rows) -> list[dict]:
+    """The row dicts of :func:`pack_rows` (every column of the schema), or a list of dicts as it is."""
+    if isinstance(rows, (bytes, pa.Table)):
+        return as_table(rows).to_pylist()
+    return rows
+
+
+def unpack_value(value):
+    """The side-input value of :func:`pack_value` (anything else passes through)."""
+    return pickle.loads(value) if isinstance(value, bytes) else value
 
 
 def pack_value(item: tuple):
@@ -77,15 +122,27 @@ def complete_config(item: tuple[str, Iterable[list[dict] | bytes]],
     The rows come out with every column of the results schema (defaults filled in).
     """
     config_id, row_lists = item
-    config = unpack_rows(configs[config_id])
-    rows = [row for rows in row_lists for row in unpack_rows(rows)]
-    methods = sorted({row["method"] for row in rows})
+    config = unpack_value(configs[config_id])
+    tables = [as_table(rows) for rows in row_lists]  # every column of the schema, validated
+    table = pa.concat_tables(tables) if tables else to_table([])
+    methods = sorted(table.column("method").unique().to_pylist())
     want_methods = sorted(m.value for m in config.resolved)
     expected = expected_row_count(config)
-    if methods != want_methods or len(rows) != expected:
-        raise RuntimeError(f"configuration {config_id}: got {len(rows)} rows for methods {methods}, "
+    if methods != want_methods or table.num_rows != expected:
+        raise RuntimeError(f"configuration {config_id}: got {table.num_rows} rows for methods {methods}, "
                            f"expected {expected} rows for methods {want_methods}")
-    return config_id, sort_rows(to_table(rows).to_pylist())  # every column of the schema, validated
+    return config_id, sort_table(table).to_pylist()
+
+
+def finalise_packed(item, methods) -> tuple[str, bytes]:
+    """:func:`~transforms.shards.finalise_monte_carlo`, its rows packed (:func:`pack_rows`) in the same step: a
+    method's row dicts live only inside this call and never cross a step (issue 35 item 5: memory)."""
+    return pack_rows(finalise_monte_carlo(item, methods))
+
+
+def analytic_packed(item) -> tuple[str, bytes]:
+    """:func:`~transforms.shards.compute_analytic`, its rows packed in the same step (see :func:`finalise_packed`)."""
+    return pack_rows(compute_analytic(item))
 
 
 class CertifyConfigs(beam.PTransform):
@@ -109,18 +166,17 @@ class CertifyConfigs(beam.PTransform):
             | "SpreadShards" >> beam.Reshuffle()
             | "RunShards" >> beam.ParDo(RunShardFn(self._progress))
             | "MergeShards" >> beam.CombinePerKey(MergeAccumulatorsFn())
-            | "FinaliseMonteCarlo" >> beam.Map(finalise_monte_carlo, beam.pvalue.AsDict(by_key))
+            | "FinaliseMonteCarlo" >> beam.Map(finalise_packed, beam.pvalue.AsDict(by_key))
         )
         analytic = (
             configs
             | "AnalyticMethods" >> beam.FlatMap(analytic_methods)
             | "SpreadAnalytic" >> beam.Reshuffle()
-            | "ComputeAnalytic" >> beam.Map(compute_analytic)
+            | "ComputeAnalytic" >> beam.Map(analytic_packed)
         )
         return (
             (monte_carlo, analytic)
             | "AllMethods" >> beam.Flatten()
-            | "PackRows" >> beam.Map(pack_rows)
             | "GroupByConfig" >> beam.GroupByKey()
             | "CompleteConfigs" >> beam.Map(complete_config, beam.pvalue.AsDict(by_id))
         )

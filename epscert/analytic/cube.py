@@ -93,27 +93,40 @@ def log_cdf_error(c, mean: float, sigma: float, steps: int, value):
 def cube_outward(c: float, eps: float, sigma: float, steps: int,
                  means: tuple[float, float], direction: Direction) -> float:
     """The cube bound at threshold c, lowered by its floating-point margin; 0 if not positive."""
-    lp = float(log_cdf_max(np.asarray(c), means[0], sigma, steps))
-    lq = float(log_cdf_max(np.asarray(c), means[1], sigma, steps))
-    ep = float(log_cdf_error(c, means[0], sigma, steps, lp))
-    eq = float(log_cdf_error(c, means[1], sigma, steps, lq))
-    if direction is Direction.REMOVE:
-        def comp(x, err):  # log(1 - e^x) and its error
-            hi = min(x + err, 0.0)
-            if hi >= 0.0:
-                return -math.inf, math.inf
-            val = float(log1mexp(np.asarray(x)))
-            amp = math.exp(hi) / -math.expm1(hi)
-            return val, amp * err + 2.0 * UNIT_ROUNDOFF * abs(val)
-        (log_a, za), (log_b, zb) = comp(lp, ep), comp(lq, eq)
-    else:
-        (log_a, za), (log_b, zb) = (lq, eq), (lp, ep)
-    if not (math.isfinite(log_a) and math.isfinite(za)) or log_a < LOG_TRUSTED or log_b < LOG_TRUSTED:
-        return 0.0
-    z = eps + log_b - log_a + za + zb + 2.0 * UNIT_ROUNDOFF * (abs(eps) + abs(log_a) + abs(log_b))
-    if z >= 0.0:
-        return 0.0
-    return max(0.0, math.exp(log_a - za) * -math.expm1(z) * (1.0 - 16.0 * UNIT_ROUNDOFF))
+    return float(cube_outward_many(np.asarray([c], dtype=np.float64), np.asarray([eps], dtype=np.float64),
+                                   sigma, steps, means, direction)[0])
+
+
+def cube_outward_many(c: np.ndarray, eps: np.ndarray, sigma: float, steps: int,
+                      means: tuple[float, float], direction: Direction) -> np.ndarray:
+    """:func:`cube_outward` at thresholds ``c`` and ε ``eps`` (arrays of one shape), element by element.
+
+    The margins are the module docstring's: log Pr[M < C] within ζ (:func:`log_cdf_error`), the complement
+    amplifying it by at most e^x/(1 - e^x), the exponent z raised by ζ_a + ζ_b + 2u(|ε| + |log a| + |log b|),
+    the factor e^{log a} lowered by e^{-ζ_a}, and 16u for exp/expm1 (NumPy's or libm's, either within a
+    few ulp). A candidate whose margins are not finite, whose probabilities are below e^LOG_TRUSTED, or
+    whose exponent is not negative (or NaN) reports 0."""
+    c = np.asarray(c, dtype=np.float64)
+    eps = np.asarray(eps, dtype=np.float64)
+    lp, lq = log_cdf_max(c, means[0], sigma, steps), log_cdf_max(c, means[1], sigma, steps)
+    ep, eq = log_cdf_error(c, means[0], sigma, steps, lp), log_cdf_error(c, means[1], sigma, steps, lq)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        if direction is Direction.REMOVE:
+            def comp(x, err):  # log(1 - e^x) and its error; (-inf, inf) where x + err >= 0
+                hi = np.minimum(x + err, 0.0)
+                val = log1mexp(x)
+                amp = np.exp(hi) / -np.expm1(hi)
+                bad = hi >= 0.0
+                return (np.where(bad, -np.inf, val),
+                        np.where(bad, np.inf, amp * err + 2.0 * UNIT_ROUNDOFF * np.abs(val)))
+            (log_a, za), (log_b, zb) = comp(lp, ep), comp(lq, eq)
+        else:
+            (log_a, za), (log_b, zb) = (lq, eq), (lp, ep)
+        z = eps + log_b - log_a + za + zb + 2.0 * UNIT_ROUNDOFF * (np.abs(eps) + np.abs(log_a) + np.abs(log_b))
+        value = np.exp(log_a - za) * -np.expm1(z) * (1.0 - 16.0 * UNIT_ROUNDOFF)
+        ok = (np.isfinite(log_a) & np.isfinite(za) & (log_a >= LOG_TRUSTED) & (log_b >= LOG_TRUSTED)
+              & (z < 0.0) & (value > 0.0))
+    return np.where(ok, value, 0.0)
 
 
 def c_search_range(eps: float, sigma: float, steps: int) -> tuple[float, float]:
@@ -155,17 +168,26 @@ def cube_grid(sigma: float, steps: int, grid: tuple[float, ...], pair: str, dire
     return arr
 
 
+#: Coarse stride of the dense search: the C grid is scanned every COARSE_STRIDE points first, and only the
+#: cells whose upper bound beats the best coarse value are scanned point by point (:func:`grid_argmax`).
+COARSE_STRIDE = 8
+#: Relative and absolute slack on a cell's upper bound (covers the round-off of the bound and of a
+#: log-CDF that is monotone only up to a few ulp): a cell is scanned whenever it might hold the best point.
+CELL_SLACK_REL, CELL_SLACK_ABS = 1e-9, 1e-300
+
+
 def cube_dense(sigma: float, steps: int, grid: tuple[float, ...], pair: str, direction: Direction) -> list[float]:
     """The cube bound over a dense ε grid, maximised for all ε together (issue 35 item 5).
 
-    Any threshold C gives a valid lower bound once re-evaluated outward at C (:func:`cube_outward`,
+    Any threshold C gives a valid lower bound once re-evaluated outward at C (:func:`cube_outward_many`,
     the same final step as :func:`cube_sparse`), so how C is found only decides how tight the bound
     is, never whether it holds. Here the log-CDFs log Pr[M < C] (which do not depend on ε) are computed
     once on a shared grid per group of ε, with a spacing no wider than any member's own grid
     (GRID_POINTS over its :func:`c_search_range`) and covering each member's range; each ε takes its
-    best point there, then a golden-section search in the two cells around it (all ε in one array
-    pass per step) replaces the per-ε Brent search. tests/core/test_analytic.py checks the values
-    against :func:`cube_sparse`'s.
+    best point there (:func:`grid_argmax`: the same point as a scan of every grid point, found from a
+    coarse scan and the cells that can beat it), then a golden-section search in the two cells around
+    it (all ε of the group in one array pass per step) replaces the per-ε Brent search.
+    tests/core/test_analytic.py checks the values against :func:`cube_sparse`'s.
     """
     means = PAIR_MEANS[pair]
     eps_all = np.asarray(grid, dtype=np.float64)
@@ -185,22 +207,70 @@ def cube_dense(sigma: float, steps: int, grid: tuple[float, ...], pair: str, dir
         count = int(math.ceil((float(his.max()) - lo) / step)) + 1
         cs = lo + step * np.arange(count, dtype=np.float64)
         lp, lq = log_cdf_max(cs, means[0], sigma, steps), log_cdf_max(cs, means[1], sigma, steps)
+        ks = np.zeros(idx.size, dtype=np.int64)
         for b in range(0, idx.size, DENSE_BLOCK):
-            part = idx[b:b + DENSE_BLOCK]
-            e = eps_all[part][:, None]
-            vals = objective_from_logs(lp[None, :], lq[None, :], e, direction)
-            vals = np.where(cs[None, :] <= his[b:b + DENSE_BLOCK, None], vals, -np.inf)
-            k = np.argmax(vals, axis=1)
-            best[part] = vals[np.arange(part.size), k]
-            best_c[part] = cs[k]
-            a, c = cs[np.maximum(k - 1, 0)], cs[np.minimum(k + 1, count - 1)]
-            gc, gv = golden_max(a, c, eps_all[part], sigma, steps, means, direction)
-            better = gv > best[part]
-            best[part] = np.where(better, gv, best[part])
-            best_c[part] = np.where(better, gc, best_c[part])
+            sl = slice(b, b + DENSE_BLOCK)
+            ks[sl], best[idx[sl]] = grid_argmax(lp, lq, cs, eps_all[idx[sl]], his[sl], direction)
+        best_c[idx] = cs[ks]
+        a, c = cs[np.maximum(ks - 1, 0)], cs[np.minimum(ks + 1, count - 1)]
+        gc, gv = golden_max(a, c, eps_all[idx], sigma, steps, means, direction)
+        better = gv > best[idx]
+        best[idx] = np.where(better, gv, best[idx])
+        best_c[idx] = np.where(better, gc, best_c[idx])
         start = stop
-    return [cube_outward(float(c), float(e), sigma, steps, means, direction) if v > 0.0 else 0.0
-            for c, e, v in zip(best_c.tolist(), eps_all.tolist(), best.tolist())]
+    out = cube_outward_many(best_c, eps_all, sigma, steps, means, direction)
+    return np.where(best > 0.0, out, 0.0).tolist()
+
+
+def grid_argmax(lp: np.ndarray, lq: np.ndarray, cs: np.ndarray, eps: np.ndarray, his: np.ndarray,
+                direction: Direction) -> tuple[np.ndarray, np.ndarray]:
+    """For each ε_i: (index k, value) of the best grid point C_k <= his_i of the cube objective
+    (first index among equal values): the answer of a scan of every point, from fewer evaluations.
+
+    Cells [C_{jS}, C_{(j+1)S}] of S = COARSE_STRIDE points. Both probabilities of the objective a - e^ε b
+    move the same way in C (REMOVE: a = P(M >= C), b = Q(M >= C) both fall; ADD: a = Q(M < C),
+    b = P(M < C) both rise), so on a cell a <= a(the cell's left end, REMOVE; right end, ADD) and
+    b >= b(the other end): the objective there is at most u_j = a_end - e^ε b_end, raised by
+    CELL_SLACK. The coarse points give a value every cell must beat; only cells with u_j above it
+    are scanned point by point (a cell below it cannot hold the best point). Where that leaves many
+    cells the cost only approaches the full scan's. Where every cell's u_j is negative the objective is
+    negative on the whole range (grid points and the points between them), so the bound is 0 at any C:
+    that ε is not scanned and gets (0, -inf), which :func:`cube_dense` reports as 0, as the full scan would."""
+    stride = COARSE_STRIDE
+    count = cs.size
+    e = eps[:, None]
+    coarse = np.arange(0, count, stride)
+    vals = objective_from_logs(lp[None, coarse], lq[None, coarse], e, direction)
+    vals = np.where(cs[None, coarse] <= his[:, None], vals, -np.inf)
+    floor = np.max(vals, axis=1)
+    left, right = coarse, np.minimum(coarse + stride, count - 1)
+    if direction is Direction.REMOVE:
+        a_end, b_end = log1mexp(lp[left]), log1mexp(lq[right])
+    else:
+        a_end, b_end = lq[right], lp[left]
+    with np.errstate(over="ignore", invalid="ignore"):
+        bound = np.exp(a_end)[None, :] - np.exp(np.minimum(b_end[None, :] + e, 700.0))
+    bound = bound + CELL_SLACK_REL * np.abs(bound) + CELL_SLACK_REL * np.exp(a_end)[None, :] + CELL_SLACK_ABS
+    allowed = cs[None, left] <= his[:, None]
+    # no cell can reach 0: the bound is 0 whichever point is best (the golden search near it stays below
+    # the cell's bound too), so that ε scans nothing and reports (index 0, -inf)
+    hopeless = np.max(np.where(allowed, bound, -np.inf), axis=1) < 0.0
+    live = (bound >= floor[:, None]) & allowed & ~hopeless[:, None]
+    rows, cells = np.nonzero(live)
+    points = np.minimum(coarse[cells][:, None] + np.arange(stride + 1)[None, :], count - 1)
+    fine = objective_from_logs(lp[points], lq[points], eps[rows][:, None], direction)
+    fine = np.where(cs[points] <= his[rows][:, None], fine, -np.inf)
+    pick = np.argmax(fine, axis=1)
+    value, index = fine[np.arange(rows.size), pick], points[np.arange(rows.size), pick]
+    # per ε: the largest value, then the smallest index (the first maximum of a full scan)
+    order = np.lexsort((index, -value, rows))
+    first = np.ones(order.size, dtype=bool)
+    first[1:] = rows[order][1:] != rows[order][:-1]
+    out_k = np.zeros(eps.size, dtype=np.int64)
+    out_v = np.full(eps.size, -np.inf)
+    out_k[rows[order][first]] = index[order][first]
+    out_v[rows[order][first]] = value[order][first]
+    return out_k, out_v
 
 
 def golden_max(a: np.ndarray, b: np.ndarray, eps: np.ndarray, sigma: float, steps: int,

@@ -50,6 +50,7 @@ import numpy as np
 
 from epscert.analytic.poisson_rdp import (RDP_RELATIVE, poisson_rdp_delta, poisson_rdp_epsilon,  # noqa: F401 (re-exported)
                                          quiet_rdp, rdp_accountant)
+from epscert.analytic.crossing import EPSILON_STEPS, crossing_lower, crossing_upper  # noqa: F401 (re-exported)
 from epscert.analytic.resolution import UNDERFLOW_FLOOR
 from epscert.fft import tilt
 from scipy import special
@@ -83,8 +84,11 @@ RETILT_OCTAVES = 0.5
 #: fraction of the guess instead (the search then runs over [bottom, Chernoff ε]: an answer below the
 #: bottom is reported as the bottom on the upper side, and the lower side only finds points above it).
 WINDOW_FALLBACK = 0.5
-#: Bisection steps of ε(δ) (relative precision 2^-50 of the bracket).
-EPSILON_STEPS = 60
+#: Compositions a bracket keeps (least recently used dropped first): a dense grid in ascending ε moves
+#: through its tilts and rarely returns, so memory stays a few windows whatever the grid's size (issue 35
+#: item 5: 138 kept compositions held 190 MB at 14,001 ε). A dropped one is composed again if asked for,
+#: with the same factors and tilt (its window then holds the ε asked), so every value is a certified value.
+KEPT_COMPOSITIONS = 8
 
 
 def tail_z_for(delta_estimate: float, compositions: int) -> float:
@@ -159,6 +163,7 @@ class Bracket:
         self._checked: set[bool] = set()
         self._last: tuple[float, dict] = (math.nan, {})  # reads at the last ε asked (see :meth:`_memo`)
         self._tilts: dict[float, float] = {}  # saddle points primed for a grid (:meth:`prime_tilts`)
+        self._chernoff: dict[float, float] = {}  # Chernoff bounds primed for a grid (:meth:`prime_tilts`)
         self._grid_lam: float | None = None  # the tilt of the last composition built on a grid
 
     def _memo(self, eps: float, what: str, compute):
@@ -177,10 +182,11 @@ class Bracket:
         eps = sorted({float(e) for e in epsilons} - self._tilts.keys())
         if eps:
             self._tilts.update(zip(eps, self.mgf[True].saddles(eps)))
+            self._chernoff.update(zip(eps, self.chernoff_bounds(eps)))  # the same values, one pass
         self._grid_lam = None
 
     def forget_tilts(self) -> None:  # the end of a grid
-        self._tilts, self._grid_lam = {}, None
+        self._tilts, self._grid_lam, self._chernoff = {}, None, {}
 
     def _grid_tilt(self, eps: float, saddle: float) -> float:
         """On a grid read in ascending ε: the tilt of the last composition built, while it is at most
@@ -217,12 +223,16 @@ class Bracket:
         key = (upper, lam)
         comp = self._compositions.get(key)
         if comp is not None and comp.bottom <= eps:
+            self._compositions[key] = self._compositions.pop(key)  # the most recently used: kept longest
             return comp
         window = self._window(upper, lam, eps)
         if window is None:
             return None
         comp = tilt.compose(self.factors[upper], lam, eps, self.mgf[upper], window=window)
+        self._compositions.pop(key, None)
         self._compositions[key] = comp
+        while len(self._compositions) > KEPT_COMPOSITIONS:  # least recently used first (dicts keep order)
+            self._compositions.pop(next(iter(self._compositions)))
         return comp
 
     def check(self, eps: float) -> None:
@@ -242,17 +252,26 @@ class Bracket:
 
     # -- values ----------------------------------------------------------------------------------
     def chernoff_upper(self, eps: float) -> float:
-        """See :meth:`chernoff_bound` (kept for the last ε asked)."""
+        """See :meth:`chernoff_bound` (kept for the last ε asked, or primed for a grid)."""
+        primed = self._chernoff.get(eps)
+        if primed is not None:
+            return primed
         return self._memo(eps, "chernoff", lambda: self.chernoff_bound(eps))
 
     def chernoff_bound(self, eps: float) -> float:
         """δ(ε) <= p∞ + min_s e^{Σ log M(s) - sε}·s^s/(s+1)^{s+1} (E(1 - e^{ε-S})_+ <= E e^{s(S-ε)}·
         max_t (1 - e^{-t})e^{-st}), over s on the Chernoff grid: valid without any FFT."""
+        return self.chernoff_bounds([eps])[0]
+
+    def chernoff_bounds(self, epsilons) -> list[float]:
+        """:meth:`chernoff_bound` at many ε in one array pass (the same arithmetic, element by element)."""
         s = tilt.TAIL_S
+        eps = np.asarray(epsilons, dtype=np.float64)[:, None]
         with np.errstate(invalid="ignore"):
             logs = self.mgf[True].at_tail_s() - s * eps + s * np.log(s) - (s + 1.0) * np.log1p(s)
+            least = np.nanmin(logs, axis=1)
         inf_part = -math.expm1(self.mgf[True].log_finite) if self.mgf[True].log_finite > -math.inf else 1.0
-        return min(1.0, inf_part + math.exp(min(float(np.nanmin(logs)), 0.0)))
+        return [min(1.0, inf_part + math.exp(min(v, 0.0))) for v in least.tolist()]
 
     def upper(self, eps: float) -> Value:
         """Upper bound on δ(ε): the tilted FFT where it applies, else the Chernoff bound (kept for the last ε)."""
@@ -299,10 +318,10 @@ class Bracket:
             if comp is None:
                 break
             if upper:
-                found = _crossing_upper(comp.upper, target, max(comp.bottom, 0.0), hi)
+                found = crossing_upper(comp.upper, target, max(comp.bottom, 0.0), hi)
                 best = min(best, found)
             else:
-                found = _crossing_lower(comp.lower, target, max(comp.bottom, 0.0), guess, hi)
+                found = crossing_lower(comp.lower, target, max(comp.bottom, 0.0), guess, hi)
                 best = max(best, found)
             again = self.tilt_for(found) if 0.0 < found < math.inf else lam
             if again == lam or (lam > 0.0 and again > 0.0 and abs(math.log2(again / lam)) < RETILT_OCTAVES):
@@ -324,44 +343,6 @@ class Bracket:
             eps = (mgf.values(s) + s * np.log(s) - (s + 1.0) * np.log1p(s) - math.log(target - inf_part)) / s
         best = float(np.nanmin(eps))
         return max(0.0, best) if math.isfinite(best) else math.inf
-
-
-def _bisect(read, target: float, a: float, b: float) -> tuple[float, float]:
-    """Keep read(a) > target >= read(b) while halving [a, b] (EPSILON_STEPS times)."""
-    for _ in range(EPSILON_STEPS):
-        mid = 0.5 * (a + b)
-        if read(mid) <= target:
-            b = mid
-        else:
-            a = mid
-    return a, b
-
-
-def _crossing_upper(read, target: float, lo: float, hi: float) -> float:
-    """A point b in [lo, hi] with read(b) <= target (hi itself is the caller's Chernoff point)."""
-    if read(hi) > target:
-        return hi
-    if read(lo) <= target:
-        return lo
-    return _bisect(read, target, lo, hi)[1]
-
-
-def _crossing_lower(read, target: float, lo: float, guess: float, hi: float) -> float:
-    """A point a in [lo, hi] with read(a) > target (0 if none is found): from ``guess`` down by
-    doubling steps to the first such point, then bisection towards the crossing."""
-    if read(guess) > target:
-        a, b = guess, hi
-    else:
-        a, b = None, guess
-        for k in range(-30, 1):
-            cand = guess - (guess - lo) * 2.0**k
-            if read(cand) > target:
-                a = cand
-                break
-            b = cand
-        if a is None:
-            return 0.0
-    return _bisect(read, target, a, b)[0]
 
 
 @functools.lru_cache(maxsize=32)

@@ -229,17 +229,21 @@ class Mgf:
                 break
         coarse = coarse[:upto]
         vc = self.values(coarse)
-        best = [int(np.nanargmin(vc - coarse * e)) for e in eps]
-        fines = [coarse[k] * 2.0 ** (np.arange(-8, 9) / 16.0) for k in best]
-        fines = [f[(f >= LAM_MIN) & (f <= LAM_MAX)] for f in fines]
-        self.values(np.concatenate(fines))
-        out = []
-        for e, k, f in zip(eps, best, fines):
+        col = np.asarray(eps, dtype=np.float64)[:, None]
+        # one array pass for all ε (the same arithmetic as one ε at a time; nanargmin row by row)
+        best = np.nanargmin(vc - coarse * col, axis=1).tolist() if eps else []
+        fines = {k: coarse[k] * 2.0 ** (np.arange(-8, 9) / 16.0) for k in set(best)}
+        fines = {k: f[(f >= LAM_MIN) & (f <= LAM_MAX)] for k, f in fines.items()}
+        if fines:  # every fine point in one batch (the MGF's blocking depends on the batch's largest |s|)
+            self.values(np.concatenate(list(fines.values())))
+        out = [0.0] * len(eps)
+        for k, f in fines.items():  # the ε that share a coarse point share its fine scan
+            rows = [i for i, b in enumerate(best) if b == k]
             if k == 0:
-                out.append(0.0)
                 continue
-            vf = self.values(f) - f * e
-            out.append(float(f[int(np.nanargmin(vf))]))
+            vf = self.values(f) - f * col[rows]
+            for i, j in zip(rows, np.nanargmin(vf, axis=1).tolist()):
+                out[i] = float(f[j])
         return out
 
     def saddle(self, eps: float) -> float:
@@ -365,14 +369,22 @@ class Composition:
 
     def log_tilted_outside(self, eps: float) -> float:
         """log of S e^{-λε} Pr_λ[outside the window] (the wrap-around term of the lower value)."""
-        up, down = self.mgf.tilted_tails(self.lam)
-        top = self.top + self.delta
-        out = -math.inf
-        if up.size:
-            out = float(np.min(up[:, 0] - up[:, 1] * top))
-        if down.size:
-            out = float(np.logaddexp(out, np.min(down[:, 0] + down[:, 1] * self.bottom)))
-        return out - self.lam * eps
+        if "outside" not in self._suffix:  # S·Pr_λ[outside] does not depend on ε: once per composition
+            up, down = self.mgf.tilted_tails(self.lam)
+            top = self.top + self.delta
+            out = -math.inf
+            if up.size:
+                out = float(np.min(up[:, 0] - up[:, 1] * top))
+            if down.size:
+                out = float(np.logaddexp(out, np.min(down[:, 0] + down[:, 1] * self.bottom)))
+            self._suffix["outside"] = out
+        return self._suffix["outside"] - self.lam * eps
+
+    def log_tail_above(self) -> float:
+        """log Pr[S_ℓ > top of the window] (Chernoff, :meth:`Mgf.upper_tail`): once per composition."""
+        if "above" not in self._suffix:
+            self._suffix["above"] = self.mgf.upper_tail(self.top + self.delta)
+        return self._suffix["above"]
 
     def absolute(self, eps: float, upper: bool) -> float:
         """The part of the allowance that does not scale with δ (the floor the ``resolution`` reports).
@@ -395,7 +407,7 @@ class Composition:
             log_w = first + math.log(-math.expm1(min(second - first, -1e-300)))
             fp = math.exp(min(self.log_scale + math.log(self.err_pt) + log_w, 0.0))
         if upper:
-            return min(1.0, fp + self.inf_part + math.exp(self.mgf.upper_tail(self.top + self.delta)))
+            return min(1.0, fp + self.inf_part + math.exp(self.log_tail_above()))
         return min(1.0, fp + math.exp(min(self.log_tilted_outside(eps), 0.0)))
 
     def upper(self, eps: float) -> float:
@@ -404,7 +416,7 @@ class Composition:
             raise ValueError(f"epsilon below the composition window ({self.bottom:g}), got epsilon={eps!r}")
         e = eps - self.xi
         log_sum, r_sum = self._log_sum(e, True)
-        tail = math.exp(self.mgf.upper_tail(self.top + self.delta))
+        tail = math.exp(self.log_tail_above())
         grow = (1.0 + self.rel) * (1.0 + r_sum) * math.exp(self.lam * self.xi)
         val = math.exp(min(self.log_scale + log_sum, 700.0)) * grow if log_sum > -math.inf else 0.0
         # a value that underflows is below the smallest normal float, which then bounds it

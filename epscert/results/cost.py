@@ -101,12 +101,13 @@ def sliced_pld_cost(sigma: float, steps: int, epochs: int, discretization: float
     return Cost(2 * points * SLICED_SECONDS_PER_POINT, BASE_BYTES + points * SLICED_BYTES_PER_POINT, points)
 
 
-#: A dense ε grid (issue 35 item 5, benchmarks/dense_grid.py on a 2-core machine, T = 50, 14,001 ε):
-#: beyond its first ε, the Poisson PLD bracket (pld_upper and pld_lower share one pass over the grid)
-#: costs about 0.7 ms per ε (more compositions, one per tilt the grid needs, and the reads), the cube
-#: lower bound about 0.4 ms per ε and sampler, RDP 0.03 ms per ε.
-POISSON_SECONDS_PER_EPSILON = 1e-3
-CUBE_SECONDS_PER_EPSILON = 5e-4
+#: A dense ε grid (issue 35 item 5, benchmarks/dense_grid_cli.py on a 2-core machine, T = 50, 14,001 ε):
+#: beyond its first ε, the Poisson PLD bracket (pld_upper and pld_lower share one pass over the grid, so
+#: each is charged the whole pass: an over-estimate when both run) costs about 0.35 ms per ε (the reads;
+#: Chernoff bounds and saddle points are array passes), the cube lower bound about 0.14 ms per ε and
+#: sampler (a coarse scan and the cells that can beat it), RDP 0.03 ms per ε.
+POISSON_SECONDS_PER_EPSILON = 4e-4
+CUBE_SECONDS_PER_EPSILON = 2e-4
 RDP_SECONDS_PER_EPSILON = 5e-5
 #: Per result row (its dict, the schema's table): measured 2e-5 to 5e-5 s and 2.6 KB (14,001 ε x 3 rows).
 ROW_SECONDS = 5e-5

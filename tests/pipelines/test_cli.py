@@ -170,3 +170,26 @@ def test_with_shards_auto_uses_core_auto_shards():
     from epscert.results.scaling import auto_shards
     assert job.config.shards == auto_shards(job.config, job.config.resolved[0]) >= 1
     assert certify.prepare(["--sigma", "1", "--steps", "1000", "--shards", "7"]).config.shards == 7
+
+
+def test_printing_from_the_table_matches_printing_the_rows(capsys):
+    # issue 35 item 5: certify prints from the Arrow table (only the shown rows become dicts); the output is
+    # print_rows' own, for a configuration with 'both' rows, one without (a single direction), and JSON
+    import io  # noqa: PLC0415
+
+    from epscert.config import CertifyConfig  # noqa: PLC0415
+    from epscert.schema import to_table  # noqa: PLC0415
+    from pipelines.output import print_rows, print_table_file  # noqa: PLC0415
+
+    both = certify_config(CertifyConfig("balls_and_bins", 1.0, 10, (1.0, 2.0), methods=("order_stats", "cube_lower_bound"),
+                                        samples=200)).to_pylist()
+    one = certify_config(CertifyConfig("poisson", 1.0, 10, (1.0, 3.0), methods=("naive",), samples=200,
+                                       direction="remove")).to_pylist()
+    rows = both + one
+    for fmt in ("table", "json"):
+        a, b = io.StringIO(), io.StringIO()
+        print_rows(rows, fmt, a, {rows[0]["config_id"]})
+        err_rows = capsys.readouterr().err
+        print_table_file(to_table(rows), fmt, b, {rows[0]["config_id"]})
+        assert a.getvalue() == b.getvalue() and capsys.readouterr().err == err_rows
+        assert a.getvalue().count("\n") >= 2

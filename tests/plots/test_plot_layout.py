@@ -91,3 +91,53 @@ def test_sigma_plot_shows_the_sampler_by_line_style_and_keeps_its_legend_off_the
     axes = ax.get_window_extent()
     assert legend.x0 >= axes.x1  # beside the axes, so it covers no curve
     assert ax.get_legend() in fig.epscert_legends  # and kept in the saved image
+
+
+def test_delta_plot_shows_the_sampler_by_line_style_the_same_as_the_sigma_plot():
+    # issue 35 item 6: the sampler is the line style (one per sampler, the same in both figures), the
+    # configuration the colour; what a line is (upper, lower, cube, UCB) is in its markers and width
+    rows = []
+    for e, v in zip(EPS, [1e-2, 1e-3, 1e-4, 1e-5]):
+        rows.append(_row("balls_and_bins", "naive", e, delta=v / 2, delta_upper=v, std_error=v / 20,
+                         error_prob=0.01, samples=1000, guarantee="mc_upper_confidence"))
+        rows.append(_row("balls_and_bins", "cube_lower_bound", e, delta=v / 4, delta_lower=v / 4,
+                         guarantee="lower_bound"))
+        rows.append(_row("poisson", "pld_upper", e, delta=v * 2, delta_upper=v * 2, guarantee="upper_bound"))
+        rows.append(_row("poisson", "pld_lower", e, delta=v, delta_lower=v, guarantee="lower_bound"))
+        rows.append(_row("deterministic", "exact", e, delta=v / 3, delta_upper=v / 3, delta_lower=v / 3,
+                         guarantee="exact"))
+        rows.append(_row("shuffle", "cube_lower_bound", e, delta=v / 5, delta_lower=v / 5, guarantee="lower_bound"))
+    fig, ax = plot.draw_delta_curves(to_table(rows))
+    curves = [line for line in ax.get_lines() if ": " in line.get_label() and " SE" not in line.get_label()]
+    by_sampler = {}
+    for line in curves:
+        by_sampler.setdefault(line.get_label().split(" ")[0], set()).add(line.get_linestyle())
+    assert set(by_sampler) == {"balls_and_bins", "poisson", "deterministic", "shuffle"}
+    assert all(len(styles) == 1 for styles in by_sampler.values())  # one style per sampler
+    assert len({next(iter(s)) for s in by_sampler.values()}) == 4  # and a different one for each
+    # the same style as the σ figure gives each sampler
+    fig2, ax2 = plot.draw_epsilon_vs_sigma(_sigma_table(), 1e-5)
+    sigma_styles = {line.get_label().split(" ")[0]: line.get_linestyle() for line in ax2.get_lines()
+                    if not line.get_label().startswith("_")}
+    for sampler in ("balls_and_bins", "poisson"):
+        assert by_sampler[sampler] == {sigma_styles[sampler]}
+    # configurations by colour: each (sampler, σ, T, E) its own
+    colours = {}
+    for line in curves:
+        colours.setdefault(line.get_label().split(":")[0], set()).add(line.get_color())
+    assert all(len(c) == 1 for c in colours.values()) and len({next(iter(c)) for c in colours.values()}) == 4
+    # the kind: a lower side has open markers, an upper side filled ones
+    lower = next(line for line in curves if line.get_label().endswith("pld_lower"))
+    upper = next(line for line in curves if line.get_label().endswith("pld_upper"))
+    assert lower.get_markerfacecolor() == "none" and upper.get_markerfacecolor() != "none"
+    texts = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert "poisson (line style)" in texts and any(t.startswith("lower bound") for t in texts)
+
+
+def test_one_sampler_keeps_its_line_style_in_the_sigma_plot():
+    import pyarrow.compute as pc  # noqa: PLC0415
+
+    table = _sigma_table()
+    fig, ax = plot.draw_epsilon_vs_sigma(table.filter(pc.equal(table.column("sampler"), "poisson")), 1e-5)
+    styles = {line.get_linestyle() for line in ax.get_lines() if line.get_label().startswith("poisson pld")}
+    assert styles == {plot.SAMPLER_STYLES["poisson"]}  # dashed, as with other samplers beside it

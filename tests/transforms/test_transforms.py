@@ -10,6 +10,7 @@ import itertools
 import pickle
 
 import apache_beam as beam
+import numpy as np
 import pytest
 from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
@@ -20,7 +21,8 @@ from epscert.api import certify_config
 from epscert.results.baselines import baseline_tasks
 from epscert.config import CertifyConfig, Method
 from epscert.montecarlo.shard import plan_shards, run_shard
-from transforms.certify import CertifyConfigs, complete_config, expected_row_count, sort_rows
+from epscert.schema import to_table
+from transforms.certify import CertifyConfigs, complete_config, expected_row_count, pack_rows, sort_rows, sort_table
 from transforms.progress import ProgressReporter
 from transforms.shards import (
     MergeAccumulatorsFn, RunShardFn, finalise_monte_carlo, method_key, shard_tasks, total_samples,
@@ -99,6 +101,18 @@ def test_complete_config_refuses_missing_methods():
         complete_config((CONFIG.config_id, [partial]), {CONFIG.config_id: CONFIG})
     cid, out = complete_config((CONFIG.config_id, [rows[:5], rows[5:]]), {CONFIG.config_id: CONFIG})
     assert cid == CONFIG.config_id and out == sort_rows(rows)
+    packed = [pack_rows((CONFIG.config_id, rows[7:]))[1], pack_rows((CONFIG.config_id, rows[:7]))[1]]
+    assert complete_config((CONFIG.config_id, packed), {CONFIG.config_id: CONFIG})[1] == sort_rows(rows)
+
+
+def test_sort_table_orders_rows_as_sort_rows():
+    # issue 35 item 5: Arrow sorts the rows; the order is sort_rows' (None last, strings by code point)
+    rows = certify_config(CONFIG).to_pylist()
+    rows += [dict(r, quantity="epsilon_at_delta", target_delta=None if i % 2 else 1e-5 * (i % 5))
+             for i, r in enumerate(rows)]
+    rows += [dict(r, method="naïve_ü", config_id=r["config_id"] + "Ω") for r in rows[:6]]
+    shuffled = [rows[i] for i in np.random.default_rng(7).permutation(len(rows))]
+    assert sort_table(to_table(shuffled)).to_pylist() == sort_rows(to_table(shuffled).to_pylist())
 
 
 @pytest.mark.parametrize("config", [
