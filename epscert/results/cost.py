@@ -109,9 +109,11 @@ def sliced_pld_cost(sigma: float, steps: int, epochs: int, discretization: float
 POISSON_SECONDS_PER_EPSILON = 4e-4
 CUBE_SECONDS_PER_EPSILON = 2e-4
 RDP_SECONDS_PER_EPSILON = 5e-5
-#: Per result row (its dict, the schema's table): measured 2e-5 to 5e-5 s and 2.6 KB (14,001 ε x 3 rows).
+#: Per result row: measured 2e-5 to 5e-5 s; memory 3.9 KB a row at the peak (the CLI at 14,001 ε, 224,016
+#: rows: 1,114 MiB against 254 MiB for one ε, benchmarks/dense_grid_cli.py), though the rows' Arrow table
+#: is 0.3 KB a row: the rest is the printed rows' dicts and the runner's copies of the packed tables.
 ROW_SECONDS = 5e-5
-ROW_BYTES = 3000
+ROW_BYTES = 4000
 
 
 def analytic_cost(config: CertifyConfig, method: Method) -> Cost:
