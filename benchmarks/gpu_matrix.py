@@ -34,6 +34,7 @@ import json  # noqa: E402
 import math  # noqa: E402
 import platform  # noqa: E402
 import re  # noqa: E402
+import statistics  # noqa: E402
 import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 
@@ -47,29 +48,42 @@ _COMPILE = "/jax/core/compile/backend_compile_duration"
 FIRST_SAMPLES = 10_000
 
 
-def e2e(method: str, strategy, sigma: float, samples: int) -> dict:
-    """Wall seconds of certify(backend='jax') at ``samples`` (a second call) and the compiles of both calls."""
-    import jax
+class EndToEnd:
+    """certify(backend='jax') of one method: a first call at FIRST_SAMPLES (its compiles counted), then timed
+    calls at ``samples`` (:meth:`timed`; every compile they log is counted in ``second``)."""
 
-    import epscert
+    def __init__(self, method: str, strategy, sigma: float, samples: int) -> None:
+        import jax
 
-    events: list[tuple[str, float]] = []
-    jax.monitoring.register_event_duration_secs_listener(lambda name, secs, **_kw: events.append((name, secs)))
-    kw = dict(sampler="balls_and_bins_persistent", sigma=sigma, steps=100, strategy=strategy, method=method,
-              epsilons=list(E2E_GRID), direction="both", backend="jax", seed=3)
-    start = time.perf_counter()
-    epscert.certify(samples=FIRST_SAMPLES, **kw)
-    first_s = time.perf_counter() - start
-    first = [secs for name, secs in events if name == _COMPILE]
-    events.clear()
-    start = time.perf_counter()
-    rows = epscert.certify(samples=samples, **kw).to_pylist()
-    wall = time.perf_counter() - start
-    second = [secs for name, secs in events if name == _COMPILE]
-    assert rows and all(r["samples"] == samples for r in rows)
-    return {"e2e_direction_samples_per_s": 2 * samples / wall, "e2e_seconds": wall, "e2e_samples": samples,
-            "first_call_seconds": first_s, "first_compile_seconds": sum(first), "first_compiles": len(first),
-            "second_compile_seconds": sum(second), "second_compiles": len(second)}
+        import epscert
+
+        self.events: list[tuple[str, float]] = []
+        jax.monitoring.register_event_duration_secs_listener(
+            lambda name, secs, **_kw: self.events.append((name, secs)))
+        self.kw = dict(sampler="balls_and_bins_persistent", sigma=sigma, steps=100, strategy=strategy, method=method,
+                       epsilons=list(E2E_GRID), direction="both", backend="jax", seed=3)
+        self.samples = samples
+        start = time.perf_counter()
+        epscert.certify(samples=FIRST_SAMPLES, **self.kw)
+        self.first_s = time.perf_counter() - start
+        self.first = [secs for name, secs in self.events if name == _COMPILE]
+        self.events.clear()
+
+    def timed(self) -> float:
+        """Direction-samples per second of one call at ``samples``."""
+        import epscert
+
+        start = time.perf_counter()
+        rows = epscert.certify(samples=self.samples, **self.kw).to_pylist()
+        wall = time.perf_counter() - start
+        assert rows and all(r["samples"] == self.samples for r in rows)
+        return 2 * self.samples / wall
+
+    def compiles(self) -> dict:
+        second = [secs for name, secs in self.events if name == _COMPILE]
+        return {"e2e_samples": self.samples, "first_call_seconds": self.first_s,
+                "first_compile_seconds": sum(self.first), "first_compiles": len(self.first),
+                "second_compile_seconds": sum(second), "second_compiles": len(second)}
 
 
 def device_rate(sampler, method: str, words, min_seconds: float, direction=None, grid=EPS) -> float:
@@ -96,6 +110,7 @@ def device_rate(sampler, method: str, words, min_seconds: float, direction=None,
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=4.0, help="least seconds per timed figure")
+    parser.add_argument("--repeats", type=int, default=3, help="interleaved (kernel, end-to-end) timing pairs")
     parser.add_argument("--sigma", type=float, default=4.8)
     parser.add_argument("--bands", type=int, default=16)
     parser.add_argument("--e2e-samples", type=int, default=1 << 17, help="samples of the timed certify call")
@@ -112,6 +127,7 @@ def main(argv=None) -> None:
     from epscert.matrix.values import MatrixValueSampler
     from epscert.matrix.pair import MatrixPair, MatrixPairSampler
     from epscert.config import Direction
+    from epscert.montecarlo.accumulator import DirectionSums
     from epscert.rng import block_generator, stream_key_words
     from epscert.matrix.strategies import toeplitz_strategy
 
@@ -121,7 +137,8 @@ def main(argv=None) -> None:
     device = jax_backend.device_name()
     print(f"device: {device}; host: {platform.node()} {platform.processor() or platform.machine()}; jax {jax.__version__}; "
           f"n=2000 b=100 bands={args.bands} sigma={args.sigma}; REMOVE; float64")
-    print("method       kernel/s   device/s   dev13/s    e2e/s      e2e/kernel  e2e/dev13  c1_s    c1  c2  numpy1core/s  "
+    print("method       kernel/s   device/s   dev13/s    e2e/s      e2e/kernel  spread     e2e/dev13  c1_s    c1  c2  "
+          "numpy1core/s  "
           "kernel/numpy  "
           "mean(eps=4) jax / numpy        z")
     rows = []
@@ -147,13 +164,25 @@ def main(argv=None) -> None:
                 return sums.fold_into(acc_mod.create((d,), len(EPS), 1126, 1), d)[d]
         run(budget)  # the timed calls reuse this compile: same block size
         compile_s = time.perf_counter() - start
-        calls, start = 0, time.perf_counter()
-        while True:
-            jsum = run(budget)
-            calls += 1
-            if time.perf_counter() - start >= args.seconds:
-                break
-        jax_rate = calls * budget / (time.perf_counter() - start)
+        end = EndToEnd(method, strategy, args.sigma, e2e_samples)
+
+        def kernel_rate() -> tuple[float, DirectionSums]:
+            calls, start = 0, time.perf_counter()
+            while True:
+                jsum = run(budget)
+                calls += 1
+                if time.perf_counter() - start >= args.seconds:
+                    return calls * budget / (time.perf_counter() - start), jsum
+
+        # kernel and end-to-end timings interleaved, `--repeats` pairs: each ratio is of two figures taken
+        # within seconds of each other (the shared box's load moves single rates 2-3x between minutes)
+        k_rates, e_rates = [], []
+        for _ in range(args.repeats):
+            rate, jsum = kernel_rate()
+            k_rates.append(rate)
+            e_rates.append(end.timed())
+        ratios = [e / k for e, k in zip(e_rates, k_rates)]
+        jax_rate, e2e_rate, ratio = (statistics.median(x) for x in (k_rates, e_rates, ratios))
         block = sampler.block_size()
         count, s1, s2 = 0, np.zeros(len(EPS)), np.zeros(len(EPS))
         start, b = time.perf_counter(), 0
@@ -183,17 +212,18 @@ def main(argv=None) -> None:
             r_rem, r_add = (device_rate(s13, method, words, args.seconds, dd, E2E_GRID)
                             for dd in (Direction.REMOVE, Direction.ADD))
             dev13 = 2.0 / (1.0 / r_rem + 1.0 / r_add)
-        end = e2e(method, strategy, args.sigma, e2e_samples)
-        ratio = end["e2e_direction_samples_per_s"] / jax_rate
         row = {"method": method, "jax_samples_per_s": jax_rate, "device_kernel_samples_per_s": dev_rate,
-               "device_grid13_both_directions_samples_per_s": dev13,
-               **end, "e2e_over_kernel": ratio, "e2e_over_device_grid13": end["e2e_direction_samples_per_s"] / dev13, "numpy_1core_samples_per_s": numpy_rate,
+               "device_grid13_both_directions_samples_per_s": dev13, "e2e_direction_samples_per_s": e2e_rate,
+               **end.compiles(), "e2e_over_kernel": ratio, "e2e_over_kernel_each": ratios,
+               "kernel_samples_per_s_each": k_rates, "e2e_direction_samples_per_s_each": e_rates,
+               "e2e_over_device_grid13": e2e_rate / dev13, "numpy_1core_samples_per_s": numpy_rate,
                "jax_over_numpy": jax_rate / numpy_rate, "compile_seconds": compile_s,
                "mean_jax_eps4": m_j, "mean_numpy_eps4": m_np, "z": z}
         rows.append(row)
-        print(f"{method:<12} {jax_rate:<10.3g} {dev_rate:<10.3g} {dev13:<10.3g} {end['e2e_direction_samples_per_s']:<10.3g} "
-              f"{ratio:<11.3g} {row['e2e_over_device_grid13']:<10.3g} {end['first_compile_seconds']:<7.3g} {end['first_compiles']:<3} "
-              f"{end['second_compiles']:<3} {numpy_rate:<13.3g} {jax_rate / numpy_rate:<13.3g} "
+        spread = f"{min(ratios):.2f}-{max(ratios):.2f}"
+        print(f"{method:<12} {jax_rate:<10.3g} {dev_rate:<10.3g} {dev13:<10.3g} {e2e_rate:<10.3g} "
+              f"{ratio:<11.3g} {spread:<10} {row['e2e_over_device_grid13']:<10.3g} {row['first_compile_seconds']:<7.3g} "
+              f"{row['first_compiles']:<3} {row['second_compiles']:<3} {numpy_rate:<13.3g} {jax_rate / numpy_rate:<13.3g} "
               f"{m_j:.4g} / {m_np:.4g}  {z:+.2f}", flush=True)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
