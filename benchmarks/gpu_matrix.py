@@ -1,6 +1,6 @@
 """Matrix mechanism (issues 23, 34) on the JAX backend: kernel, end to end and numpy on one core, one run.
 
-    python -m benchmarks.gpu_matrix [--seconds S] [--sigma 4.8] [--bands 16] [--e2e-samples N] [--out benchmarks/results]
+    python -m benchmarks.gpu_matrix [--seconds S] [--repeats R] [--sigma 4.8] [--bands 16] [--e2e-samples N] [--out benchmarks/results]
 
 n = 2000 iterations, cycle length b = 100, banded Toeplitz c_col = binom(2i, i)/4^i (``--bands``).
 For each estimator (naive losses, importance, conditional and tilted values) it prints, on JAX's default
@@ -14,9 +14,12 @@ device:
 - ``e2e/s``: ``epscert.certify(backend="jax")`` as the Accountant's search calls it (a 13-point ε grid
   3..6, direction both, rows built), per direction-sample: 2 · N / wall seconds of a second call
   (N = ``--e2e-samples``, whole blocks), after a first call at 10^4 samples; ``e2e/kernel`` its ratio to
-  kernel/s;
+  kernel/s. The kernel and end-to-end timings are interleaved, ``--repeats`` pairs (each ratio is of two
+  figures taken within seconds of each other), and the columns are medians; ``spread`` the lowest and
+  highest of the wall-clock ratios, ``cpu-ratio`` the median ratio of the rates per CPU second of this
+  process (steadier on a shared machine: time the process waits for the core is not counted);
 - ``c1_s``, ``c1``, ``c2``: the XLA compile seconds and compile count of the first call and the compile
-  count of the second one (jax.monitoring events; the second call has another sample count);
+  count of the later ones (jax.monitoring events; those calls have another sample count);
 - ``numpy/s``: the numpy sampler on one core of the same machine (threads forced to 1 before numpy
   loads), and a CLT check of the kernel's and numpy's REMOVE means at ε = 4 (z-score; different streams).
 No timing is asserted anywhere.
@@ -34,6 +37,7 @@ import json  # noqa: E402
 import math  # noqa: E402
 import platform  # noqa: E402
 import re  # noqa: E402
+import statistics  # noqa: E402
 import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 
@@ -47,29 +51,45 @@ _COMPILE = "/jax/core/compile/backend_compile_duration"
 FIRST_SAMPLES = 10_000
 
 
-def e2e(method: str, strategy, sigma: float, samples: int) -> dict:
-    """Wall seconds of certify(backend='jax') at ``samples`` (a second call) and the compiles of both calls."""
-    import jax
+class EndToEnd:
+    """certify(backend='jax') of one method: a first call at FIRST_SAMPLES (its compiles counted), then timed
+    calls at ``samples`` (:meth:`timed`; the compiles logged during those calls, and only those, in ``second``:
+    the other timings of the script compile their own kernels)."""
 
-    import epscert
+    def __init__(self, method: str, strategy, sigma: float, samples: int) -> None:
+        import jax
 
-    events: list[tuple[str, float]] = []
-    jax.monitoring.register_event_duration_secs_listener(lambda name, secs, **_kw: events.append((name, secs)))
-    kw = dict(sampler="balls_and_bins_persistent", sigma=sigma, steps=100, strategy=strategy, method=method,
-              epsilons=list(E2E_GRID), direction="both", backend="jax", seed=3)
-    start = time.perf_counter()
-    epscert.certify(samples=FIRST_SAMPLES, **kw)
-    first_s = time.perf_counter() - start
-    first = [secs for name, secs in events if name == _COMPILE]
-    events.clear()
-    start = time.perf_counter()
-    rows = epscert.certify(samples=samples, **kw).to_pylist()
-    wall = time.perf_counter() - start
-    second = [secs for name, secs in events if name == _COMPILE]
-    assert rows and all(r["samples"] == samples for r in rows)
-    return {"e2e_direction_samples_per_s": 2 * samples / wall, "e2e_seconds": wall, "e2e_samples": samples,
-            "first_call_seconds": first_s, "first_compile_seconds": sum(first), "first_compiles": len(first),
-            "second_compile_seconds": sum(second), "second_compiles": len(second)}
+        import epscert
+
+        self.events: list[tuple[str, float]] = []
+        jax.monitoring.register_event_duration_secs_listener(
+            lambda name, secs, **_kw: self.events.append((name, secs)))
+        self.kw = dict(sampler="balls_and_bins_persistent", sigma=sigma, steps=100, strategy=strategy, method=method,
+                       epsilons=list(E2E_GRID), direction="both", backend="jax", seed=3)
+        self.samples = samples
+        start = time.perf_counter()
+        epscert.certify(samples=FIRST_SAMPLES, **self.kw)
+        self.first_s = time.perf_counter() - start
+        self.first = [secs for name, secs in self.events if name == _COMPILE]
+        self.second: list[float] = []
+
+    def timed(self) -> tuple[float, float]:
+        """Direction-samples per wall second and per CPU second of this process, one call at ``samples``."""
+        import epscert
+
+        self.events.clear()
+        start, cpu = time.perf_counter(), time.process_time()
+        rows = epscert.certify(samples=self.samples, **self.kw).to_pylist()
+        wall, cpu = time.perf_counter() - start, time.process_time() - cpu
+        self.second += [secs for name, secs in self.events if name == _COMPILE]  # this call's compiles only
+        assert rows and all(r["samples"] == self.samples for r in rows)
+        return 2 * self.samples / wall, 2 * self.samples / cpu
+
+    def compiles(self) -> dict:
+        second = self.second
+        return {"e2e_samples": self.samples, "first_call_seconds": self.first_s,
+                "first_compile_seconds": sum(self.first), "first_compiles": len(self.first),
+                "second_compile_seconds": sum(second), "second_compiles": len(second)}
 
 
 def device_rate(sampler, method: str, words, min_seconds: float, direction=None, grid=EPS) -> float:
@@ -96,6 +116,7 @@ def device_rate(sampler, method: str, words, min_seconds: float, direction=None,
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=4.0, help="least seconds per timed figure")
+    parser.add_argument("--repeats", type=int, default=3, help="interleaved (kernel, end-to-end) timing pairs")
     parser.add_argument("--sigma", type=float, default=4.8)
     parser.add_argument("--bands", type=int, default=16)
     parser.add_argument("--e2e-samples", type=int, default=1 << 17, help="samples of the timed certify call")
@@ -112,6 +133,7 @@ def main(argv=None) -> None:
     from epscert.matrix.values import MatrixValueSampler
     from epscert.matrix.pair import MatrixPair, MatrixPairSampler
     from epscert.config import Direction
+    from epscert.montecarlo.accumulator import DirectionSums
     from epscert.rng import block_generator, stream_key_words
     from epscert.matrix.strategies import toeplitz_strategy
 
@@ -121,7 +143,8 @@ def main(argv=None) -> None:
     device = jax_backend.device_name()
     print(f"device: {device}; host: {platform.node()} {platform.processor() or platform.machine()}; jax {jax.__version__}; "
           f"n=2000 b=100 bands={args.bands} sigma={args.sigma}; REMOVE; float64")
-    print("method       kernel/s   device/s   dev13/s    e2e/s      e2e/kernel  e2e/dev13  c1_s    c1  c2  numpy1core/s  "
+    print("method       kernel/s   device/s   dev13/s    e2e/s      e2e/kernel  spread     cpu-ratio e2e/dev13  c1_s    c1  c2  "
+          "numpy1core/s  "
           "kernel/numpy  "
           "mean(eps=4) jax / numpy        z")
     rows = []
@@ -147,13 +170,31 @@ def main(argv=None) -> None:
                 return sums.fold_into(acc_mod.create((d,), len(EPS), 1126, 1), d)[d]
         run(budget)  # the timed calls reuse this compile: same block size
         compile_s = time.perf_counter() - start
-        calls, start = 0, time.perf_counter()
-        while True:
-            jsum = run(budget)
-            calls += 1
-            if time.perf_counter() - start >= args.seconds:
-                break
-        jax_rate = calls * budget / (time.perf_counter() - start)
+        end = EndToEnd(method, strategy, args.sigma, e2e_samples)
+
+        def kernel_rate() -> tuple[float, float, DirectionSums]:
+            calls, start, cpu = 0, time.perf_counter(), time.process_time()
+            while True:
+                jsum = run(budget)
+                calls += 1
+                if time.perf_counter() - start >= args.seconds:
+                    return (calls * budget / (time.perf_counter() - start),
+                            calls * budget / (time.process_time() - cpu), jsum)
+
+        # kernel and end-to-end timings interleaved, `--repeats` pairs: each ratio is of two figures taken
+        # within seconds of each other (the shared box's load moves single rates 2-3x between minutes); the
+        # CPU-second ratio (process time: all of JAX's threads, none of the other processes') is the steadier
+        k_rates, e_rates, k_cpu, e_cpu = [], [], [], []
+        for _ in range(args.repeats):
+            rate, rate_cpu, jsum = kernel_rate()
+            k_rates.append(rate)
+            k_cpu.append(rate_cpu)
+            e_wall, e_c = end.timed()
+            e_rates.append(e_wall)
+            e_cpu.append(e_c)
+        ratios = [e / k for e, k in zip(e_rates, k_rates)]
+        ratios_cpu = [e / k for e, k in zip(e_cpu, k_cpu)]
+        jax_rate, e2e_rate, ratio, ratio_cpu = (statistics.median(x) for x in (k_rates, e_rates, ratios, ratios_cpu))
         block = sampler.block_size()
         count, s1, s2 = 0, np.zeros(len(EPS)), np.zeros(len(EPS))
         start, b = time.perf_counter(), 0
@@ -183,17 +224,20 @@ def main(argv=None) -> None:
             r_rem, r_add = (device_rate(s13, method, words, args.seconds, dd, E2E_GRID)
                             for dd in (Direction.REMOVE, Direction.ADD))
             dev13 = 2.0 / (1.0 / r_rem + 1.0 / r_add)
-        end = e2e(method, strategy, args.sigma, e2e_samples)
-        ratio = end["e2e_direction_samples_per_s"] / jax_rate
         row = {"method": method, "jax_samples_per_s": jax_rate, "device_kernel_samples_per_s": dev_rate,
-               "device_grid13_both_directions_samples_per_s": dev13,
-               **end, "e2e_over_kernel": ratio, "e2e_over_device_grid13": end["e2e_direction_samples_per_s"] / dev13, "numpy_1core_samples_per_s": numpy_rate,
+               "device_grid13_both_directions_samples_per_s": dev13, "e2e_direction_samples_per_s": e2e_rate,
+               **end.compiles(), "e2e_over_kernel": ratio, "e2e_over_kernel_each": ratios,
+               "kernel_samples_per_s_each": k_rates, "e2e_direction_samples_per_s_each": e_rates,
+               "e2e_over_kernel_cpu": ratio_cpu, "e2e_over_kernel_cpu_each": ratios_cpu,
+               "kernel_samples_per_cpu_s_each": k_cpu, "e2e_direction_samples_per_cpu_s_each": e_cpu,
+               "e2e_over_device_grid13": e2e_rate / dev13, "numpy_1core_samples_per_s": numpy_rate,
                "jax_over_numpy": jax_rate / numpy_rate, "compile_seconds": compile_s,
                "mean_jax_eps4": m_j, "mean_numpy_eps4": m_np, "z": z}
         rows.append(row)
-        print(f"{method:<12} {jax_rate:<10.3g} {dev_rate:<10.3g} {dev13:<10.3g} {end['e2e_direction_samples_per_s']:<10.3g} "
-              f"{ratio:<11.3g} {row['e2e_over_device_grid13']:<10.3g} {end['first_compile_seconds']:<7.3g} {end['first_compiles']:<3} "
-              f"{end['second_compiles']:<3} {numpy_rate:<13.3g} {jax_rate / numpy_rate:<13.3g} "
+        spread = f"{min(ratios):.2f}-{max(ratios):.2f}"
+        print(f"{method:<12} {jax_rate:<10.3g} {dev_rate:<10.3g} {dev13:<10.3g} {e2e_rate:<10.3g} "
+              f"{ratio:<11.3g} {spread:<10} {ratio_cpu:<9.3g} {row['e2e_over_device_grid13']:<10.3g} {row['first_compile_seconds']:<7.3g} "
+              f"{row['first_compiles']:<3} {row['second_compiles']:<3} {numpy_rate:<13.3g} {jax_rate / numpy_rate:<13.3g} "
               f"{m_j:.4g} / {m_np:.4g}  {z:+.2f}", flush=True)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

@@ -1,4 +1,5 @@
-"""Where the JAX conditional matrix kernel spends its time (one block, pieces jitted on their own).
+"""Where the JAX conditional matrix kernel spends its time (one block, pieces jitted on their own; the REMOVE
+values at 1, 2 and 13 ε and the ADD line values at 1 and 13 ε: the per-ε cost of the Accountant's grid).
 
     python -m benchmarks.gpu_matrix_parts [--n 16384]
 """
@@ -53,7 +54,16 @@ def main(argv=None) -> None:
         timed("values, 2 eps", lambda g_, l_: mv.remove_line_log_values(
             jnp, JaxSpecial, g_, l_, consts, half, [pair.log_bins + 3.0, pair.log_bins + 4.0],
             lambda x: jax.lax.top_k(x, s.lines.top)), g, lines)
+        grid13 = jnp.asarray([3.0 + 0.25 * i for i in range(13)])
+        timed("values, 13 eps", lambda g_, l_, e_: mv.remove_line_log_values(
+            jnp, JaxSpecial, g_, l_, consts, half, [pair.log_bins + e for e in e_],
+            lambda x: jax.lax.top_k(x, s.lines.top)), g, lines, grid13)
+        add = lambda g_, e_: mv.add_line_log_values(jnp, JaxSpecial, g_, jnp.asarray(s.d_mean), half, s.var_u,  # noqa: E731
+                                                    pair.log_bins, e_, tuple(jnp.asarray(x) for x in s.d_groups))
+        timed("ADD line values, 1 eps", add, g, grid13[:1])
+        timed("ADD line values, 13 eps", add, g, grid13)
         timed("log_ndtr (N,K,W)", lambda x: JaxSpecial.log_ndtr(x), jnp.ones((n, 8, 32)) * 5.0)
+        timed("exp (N,K,W)", jnp.exp, jnp.ones((n, 8, 32)))
         timed("gather bool (N,K,top)", lambda ti, li: consts[3][ti[:, None, :], li[:, :, None]],
               jnp.zeros((n, 34), jnp.int32), lines)
 

@@ -68,6 +68,23 @@ class JaxSpecial:
 
         return jax.lax.while_loop(cond, step, (lower, value, jnp.asarray(True)))[1]
 
+    @staticmethod
+    def newton_loop(upper, step, value):
+        """value = step(i, value)[0] for i < upper, stopping once step's flag (some lane still moving) is False."""
+        import jax
+        import jax.numpy as jnp
+
+        def cond(state):
+            i, _, moving = state
+            return (i < upper) & moving
+
+        def body(state):
+            i, v, _ = state
+            new, moving = step(i, v)
+            return i + 1, new, moving
+
+        return jax.lax.while_loop(cond, body, (0, value, jnp.asarray(True)))[1]
+
 
 def check_supported(sampler, method: Method) -> None:
     """Raise ValueError (before any work) when there is no matrix kernel for the request."""

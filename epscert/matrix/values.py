@@ -115,6 +115,21 @@ class NumpySpecial:
         return value
 
 
+def _log_ndtr_both(sp, hi):
+    """(log Φ(hi), log Φ(-hi)): the upper end's two tails, for :func:`log_diff_ndtr_at`."""
+    return sp.log_ndtr(hi), sp.log_ndtr(-hi)
+
+
+def log_diff_ndtr_at(xp, sp, lo, hi_tails):
+    """:func:`log_diff_ndtr` with the upper end given by ``hi_tails`` = (log Φ(hi), log Φ(-hi)): the same
+    operations on the same numbers (one log_ndtr of ±lo instead of two), so the same result."""
+    upper = lo > 0
+    q = sp.log_ndtr(xp.where(upper, -lo, lo))
+    la = xp.where(upper, q, hi_tails[0])
+    lc = xp.where(upper, hi_tails[1], q)
+    return la + xp.log(-xp.expm1(xp.minimum(lc - la, 0.0)))
+
+
 def log_diff_ndtr(xp, sp, lo, hi):
     """log(Φ(hi) - Φ(lo)) for lo <= hi (either may be ±inf), from whichever tail is accurate."""
     upper = lo > 0  # both in the upper tail: Φ̄(lo) - Φ̄(hi)
@@ -188,20 +203,30 @@ def remove_line_log_values(xp, sp, g, lines, lines_consts, half_diag, log_big_b,
     lo = xp.maximum(lo, xp.max(xp.where(with_lo, gap / safe, -xp.inf), axis=2))
     hi = xp.min(xp.where(with_hi, gap / safe, xp.inf), axis=2)
     empty = xp.any(level & (gap > 0), axis=2) | (lo >= hi)
-    out = []
-    for log_big in log_big_b:
-        root = _remove_root(xp, sp, a, dk, own, log_far, v, log_big)
+    # the upper ends of (★) do not depend on ε: their log Φ(±·) once per sample (log_diff_ndtr_at's h side)
+    h = xp.where(~empty, hi, 1.0)
+    h_near = _log_ndtr_both(sp, (h[:, :, None] - dk * v[:, :, None]) / sv[:, :, None])
+    h_own = _log_ndtr_both(sp, (h - v) / sv)
+    h_base = _log_ndtr_both(sp, h / sv)
+    log_big_b = list(log_big_b)
+    # JAX: the grid from the largest ε down, each Newton started at the root of the ε above it (below the
+    # start of _remove_root, above the new root: S is increasing, and B falls with ε); numpy: as given
+    if xp is not np:
+        grid = xp.asarray(log_big_b)
+        order = xp.argsort(-grid)
+    out, root = [], None
+    for i in range(len(log_big_b)):
+        log_big = log_big_b[i] if xp is np else grid[order[i]]
+        root = _remove_root(xp, sp, a, dk, own, log_far, v, log_big, None if xp is np else root)
         c = xp.maximum(lo, root)
-        h = hi
         ok = ~empty & (c < h)
-        c = xp.where(ok, c, 0.0)
-        h = xp.where(ok, h, 1.0)
+        # off the lanes kept, a lower end below h (the values there are dropped: no NaN, no warning)
+        c = xp.where(ok, c, xp.minimum(h, 0.0) - 1.0)
         # terms of (★): neighbours, the own mode (a_j = -v/2, d = 1), the far constant, -B
         cn = (c[:, :, None] - dk * v[:, :, None]) / sv[:, :, None]
-        hn = (h[:, :, None] - dk * v[:, :, None]) / sv[:, :, None]
-        t_near = xp.where(mask, a + 0.5 * dk * dk * v[:, :, None] + log_diff_ndtr(xp, sp, cn, hn), -xp.inf)
-        t_own = log_diff_ndtr(xp, sp, (c - v) / sv, (h - v) / sv)
-        base = log_diff_ndtr(xp, sp, c / sv, h / sv)
+        t_near = xp.where(mask, a + 0.5 * dk * dk * v[:, :, None] + log_diff_ndtr_at(xp, sp, cn, h_near), -xp.inf)
+        t_own = log_diff_ndtr_at(xp, sp, (c - v) / sv, h_own)
+        base = log_diff_ndtr_at(xp, sp, c / sv, h_base)
         t_far = log_far + base
         pos = xp.concatenate([t_near, t_own[:, :, None], t_far[:, :, None]], axis=2)
         top = xp.maximum(xp.max(pos, axis=2), log_big + base)
@@ -212,6 +237,8 @@ def remove_line_log_values(xp, sp, g, lines, lines_consts, half_diag, log_big_b,
         peak = xp.where(xp.isfinite(peak), peak, 0.0)
         # (b/K) Σ_r I_r with I_r = value_r / b, in log space (values far below 1e-300 keep their digits)
         out.append(peak + xp.log(xp.sum(xp.exp(log_value - peak[:, None]), axis=1)) - math.log(k_lines))
+    if xp is not np:
+        return xp.stack(out)[xp.argsort(order)]
     return xp.stack(out)
 
 
@@ -221,25 +248,32 @@ def stratified_lines(offset, bins: int, count: int, xp=np):
     return (offset[:, None] + steps[None, :]) % bins
 
 
-def _remove_root(xp, sp, a, dk, own, log_far, v, log_big):
+def _remove_root(xp, sp, a, dk, own, log_far, v, log_big, above=None):
     """Root of log S_j(s) = log B along every line (N, b), by Newton from above; -inf when the far
     constant alone reaches B (S > B for every s).
 
     S(s) >= e^{s - v/2} + F, so s_0 = log(B - F) + v/2 has log S(s_0) >= log B: the start is above
-    the root, and Newton on the convex increasing log S stays above it and decreases to it."""
+    the root, and Newton on the convex increasing log S stays above it and decreases to it. ``above``
+    (JAX): the roots at a larger B, also above this root (S increasing): the start is the lower of the two
+    (a lane where ``above`` is -inf, the far constant reached the larger B, keeps s_0). Where rounding left
+    ``above`` an ulp below the new root (B equal to the last ulp), f <= 0 there and it is kept: within the
+    root's own rounding. JAX stops once no step exceeds NEWTON_TOL (1 + |s|), numpy's per-lane test."""
     far_ok = log_far < log_big
     gap = xp.where(far_ok, log_far - log_big, -1.0)  # finite everywhere: no log(0) on the masked lanes
     start = xp.where(far_ok, log_big + xp.log(-xp.expm1(gap)), 0.0) + 0.5 * v
     if xp is np:
         return np.where(far_ok, _newton_active(a, dk, log_far, v, log_big, start, far_ok), -np.inf)
+    if above is not None:
+        start = xp.where(far_ok & xp.isfinite(above), xp.minimum(start, above), start)
     ones = xp.ones_like(a[:, :, :1])
     slopes = xp.concatenate([dk * xp.ones_like(a), ones, 0.0 * ones], axis=2)
 
     def step(_, s):
         f, fp = _log_s_minus(xp, a, dk, slopes, log_far, v, log_big, s)
-        return s - xp.where(far_ok & (f > 0), f / fp, 0.0)
+        move = xp.where(far_ok & (f > 0), f / fp, 0.0)
+        return s - move, xp.any(move > NEWTON_TOL * (1.0 + xp.abs(s)))
 
-    return xp.where(far_ok, sp.fori_loop(0, NEWTON_STEPS, step, start), -xp.inf)
+    return xp.where(far_ok, sp.newton_loop(NEWTON_STEPS, step, start), -xp.inf)
 
 
 def _log_s_minus(xp, a, dk, slopes, log_far, v, log_big, s):
@@ -296,10 +330,20 @@ def add_line_log_values(xp, sp, g, d, half_diag, var_u, log_b, eps_list, groups=
     vbar = 2.0 * xp.mean(half_diag)
     sd = math.sqrt(var_u)
     eps_list = list(eps_list)
+    if xp is not np:
+        # JAX: per ε, from the smallest up, each Newton started at the lower of ŝ(ε) and the root of the ε below
+        # (the target b/K falls with ε, S is increasing: that root is above this one; +inf for the first)
+        grid = xp.asarray(eps_list)
+        order = xp.argsort(grid)
+        out, root = [], xp.full((g.shape[0], 1), xp.inf)
+        for i in range(len(eps_list)):
+            logs, root = _add_line_chunk(xp, sp, log_a, levels, var_u, sd, vbar, log_b, grid[order[i]][None], root)
+            out.append(logs)
+        return xp.concatenate(out, axis=0)[xp.argsort(order)]
     # numpy: the grid in chunks of ADD_LINE_ELEMENTS (N, ε, U) entries, one Newton loop per chunk (per ε, the
-    # numpy calls on (N, U) arrays of a b = 2000 block, 64 x 31, cost more than their arithmetic); JAX: per ε
-    chunk = max(1, ADD_LINE_ELEMENTS // max(1, int(g.shape[0]) * int(levels.shape[0]))) if xp is np else 1
-    return xp.concatenate([_add_line_chunk(xp, sp, log_a, levels, var_u, sd, vbar, log_b, eps_list[i:i + chunk])
+    # numpy calls on (N, U) arrays of a b = 2000 block, 64 x 31, cost more than their arithmetic)
+    chunk = max(1, ADD_LINE_ELEMENTS // max(1, int(g.shape[0]) * int(levels.shape[0])))
+    return xp.concatenate([_add_line_chunk(xp, sp, log_a, levels, var_u, sd, vbar, log_b, eps_list[i:i + chunk])[0]
                            for i in range(0, len(eps_list), chunk)], axis=0)
 
 
@@ -307,31 +351,43 @@ def add_line_log_values(xp, sp, g, d, half_diag, var_u, log_b, eps_list, groups=
 ADD_LINE_ELEMENTS = 2**18
 
 
-def _add_line_chunk(xp, sp, log_a, levels, var_u, sd, vbar, log_b, eps_list):
-    """(|ε|, N) log J of :func:`add_line_log_values` for a few ε at once, ε on the middle axis. Every entry is
-    the per-ε computation's, operation for operation (the same elementwise steps, the same reductions over
-    the last, contiguous axis), and a lane that Newton left fixed stays fixed while the loop runs on for the
-    chunk's other lanes, so the values are those of one loop per ε."""
+def _add_line_chunk(xp, sp, log_a, levels, var_u, sd, vbar, log_b, eps_list, above=None):
+    """((|ε|, N) log J of :func:`add_line_log_values`, (N, |ε|) roots) for a few ε at once, ε on the middle
+    axis. Every entry is the per-ε computation's, operation for operation (the same elementwise steps, the
+    same reductions over the last, contiguous axis), and a lane that Newton left fixed stays fixed while the
+    loop runs on for the chunk's other lanes, so the values are those of one loop per ε. ``above`` (N, 1), one
+    ε: roots of a smaller ε, above this root; the start is the lower of ŝ and it (if rounding left it an ulp
+    below the root, f <= 0 and it is kept: within the root's own rounding)."""
     eps = xp.asarray(eps_list)
     log_target = log_b - eps  # log(b/K), (E,)
 
-    def step(_, s):
+    def move(s):
         terms = log_a[:, None, :] + s[:, :, None] * levels
         top = xp.max(terms, axis=2)
         w = xp.exp(terms - top[:, :, None])
         total = xp.sum(w, axis=2)
         f = top + xp.log(total) - log_target
-        return s - xp.where(f > 0, f * total / xp.sum(w * levels, axis=2), 0.0)
+        return xp.where(f > 0, f * total / xp.sum(w * levels, axis=2), 0.0)
+
+    def step(_, s):
+        return s - move(s)
+
+    def step_tol(_, s):
+        m = move(s)
+        return s - m, xp.any(m > NEWTON_TOL * (1.0 + xp.abs(s)))
 
     start = xp.zeros((log_a.shape[0], len(eps_list))) + (-eps + 0.5 * vbar)
-    s = sp.fori_loop(0, NEWTON_STEPS, step, start)
+    if above is None:
+        s = sp.fori_loop(0, NEWTON_STEPS, step, start)
+    else:  # JAX, warm started: stops once no step exceeds NEWTON_TOL (1 + |s|), as _remove_root
+        s = sp.newton_loop(NEWTON_STEPS, step_tol, xp.minimum(start, above))
     base = sp.log_ndtr(s / sd)
     logs = (log_a[:, None, :] + 0.5 * levels * levels * var_u + sp.log_ndtr((s[:, :, None] - levels * var_u) / sd)
             - log_target[:, None] - base[:, :, None])
     inner = xp.sum(xp.exp(logs), axis=2)  # = (K/b) Σ_u A_u e^{d_u² v/2} Φ(.)/Φ(s*/√v)
     rest = 1.0 - inner
     out = xp.where(rest > 0, base + xp.log(xp.where(rest > 0, xp.minimum(rest, 1.0), 1.0)), -xp.inf)
-    return out.T
+    return out.T, s
 
 
 def line_groups(d: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

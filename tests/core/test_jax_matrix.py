@@ -34,7 +34,8 @@ def test_the_same_inputs_give_the_same_values_on_both_namespaces():
     sampler = mv.MatrixValueSampler(pair, "conditional", 1.0)
     lines = mv.stratified_lines(rng.integers(0, pair.bins, size=64), pair.bins, sampler.lines_per_sample)
     consts = (sampler.lines.idx, sampler.lines.d, sampler.lines.mask, sampler.lines.self_or_near, sampler.lines.v)
-    eps = [1.0, 2.0]
+    # unsorted, with a tie: JAX runs the grid sorted, each Newton started at the root of its neighbour
+    eps = [2.0, 1.0, 1.5, 1.5, 3.0]
     host = mv.remove_line_log_values(np, mv.NumpySpecial, g, lines, consts, pair.half_diag,
                                      [pair.log_bins + e for e in eps], sampler._top_k)
     with jax.enable_x64(True):
@@ -61,6 +62,25 @@ def test_the_same_inputs_give_the_same_values_on_both_namespaces():
     np.testing.assert_allclose(np.exp(grouped), np.exp(add_host), rtol=1e-9, atol=0)
     np.testing.assert_allclose(np.exp(np.asarray(grouped_dev)), np.exp(add_host), rtol=1e-9, atol=0)
     np.testing.assert_allclose(np.asarray(loss_dev), mk.naive_losses(np, g, -pair.half_diag, False), rtol=1e-12)
+
+
+@pytest.mark.parametrize("method", ["importance", "conditional", "tilted"])
+def test_value_kernels_do_not_depend_on_the_grid_order(method):
+    """The kernels run the grid sorted (warm-started roots): a permuted grid gives the permuted rows, bit for bit."""
+    from epscert.config import Direction  # noqa: PLC0415
+    from epscert.matrix.loss_tilt import choose_order  # noqa: PLC0415
+
+    pair = _pair()
+    grid = (1.0, 1.25, 1.5, 2.0, 3.0)
+    perm = [3, 0, 4, 2, 1]
+    sampler = mv.MatrixValueSampler(pair, method, 1.0, order=choose_order(pair, grid) if method == "tilted" else None)
+    with jax.enable_x64(True):
+        base = jax.random.wrap_key_data(np.array([5, 6], dtype=np.uint32), impl="threefry2x32")
+        for direction in (Direction.REMOVE, Direction.ADD):
+            _, kernel = jax_matrix.block_kernel(sampler, direction)
+            rows = np.asarray(kernel(base, 0, jax.numpy.asarray(grid)))
+            permuted = np.asarray(kernel(base, 0, jax.numpy.asarray([grid[i] for i in perm])))
+            np.testing.assert_array_equal(permuted, rows[perm])
 
 
 @pytest.mark.parametrize("method", ["naive", "tilted", pytest.param("importance", marks=pytest.mark.slow),

@@ -130,3 +130,27 @@ def test_drained_sums_are_the_row_sums_of_the_same_values_in_any_layout():
     assert whole.count == samples and list(whole.sum_y) == s1 and list(whole.extra) == ex
     # Y² is formed from 2L on the device (not as fl(Y·Y)): the same sums up to each square's float rounding
     assert all(abs(a - b) * 10**12 <= b + (samples << 52) * 10**12 for a, b in zip(whole.sum_y2, s2))
+
+
+def test_one_exponential_per_value_gives_the_bits_of_three_masked_ones():
+    """log_value_bits forms one exp per entry at its range's argument; the three masked exponentials it replaced
+    (written out here) give the same bit patterns over the whole range, the boundaries, ±inf and NaN."""
+    jnp = jax.numpy
+    rng = np.random.default_rng(7)
+    logs = np.concatenate([np.linspace(-800.0, 700.0, 30001), rng.uniform(-760.0, -690.0, 20000),
+                           [-np.inf, np.inf, np.nan, jb.LOG_SCALED, jb.LOG_SUBNORMAL, np.nextafter(jb.LOG_SCALED, 0.0),
+                            np.nextafter(jb.LOG_SCALED, -1e3), np.nextafter(jb.LOG_SUBNORMAL, -1e3), 0.0, -0.0]])
+
+    def three(x):
+        big, small = x >= jb.LOG_SCALED, x < jb.LOG_SUBNORMAL
+        mid = ~big & ~small & ~jnp.isnan(x)
+        as_bits = lambda y: jax.lax.bitcast_convert_type(y, jnp.int64)  # noqa: E731
+        b_big = as_bits(jnp.exp(jnp.where(big, x, 0.0)))
+        b_mid = as_bits(jnp.exp(jnp.where(mid, x + 64 * math.log(2.0), 0.0))) - (64 << 52)
+        k = jnp.round(jnp.exp(jnp.where(small, x + 1074 * math.log(2.0), -jnp.inf))).astype(jnp.int64)
+        return jnp.where(jnp.isnan(x), jnp.int64(0x7FF8000000000000), jnp.where(big, b_big, jnp.where(mid, b_mid, k)))
+
+    with jax.enable_x64(True):
+        got = np.asarray(jax.jit(jb.log_value_bits)(jnp.asarray(logs)))
+        want = np.asarray(jax.jit(three)(jnp.asarray(logs)))
+    np.testing.assert_array_equal(got, want)

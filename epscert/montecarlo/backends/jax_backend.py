@@ -217,12 +217,13 @@ def log_value_bits(logs):
 
     big = logs >= LOG_SCALED
     small = logs < LOG_SUBNORMAL
-    mid = ~big & ~small & ~jnp.isnan(logs)
-    as_bits = functools.partial(jax.lax.bitcast_convert_type, new_dtype=jnp.int64)
-    b_big = as_bits(jnp.exp(jnp.where(big, logs, 0.0)))
-    b_mid = as_bits(jnp.exp(jnp.where(mid, logs + _SHIFT_MID * math.log(2.0), 0.0))) - (_SHIFT_MID << 52)
-    k = jnp.round(jnp.exp(jnp.where(small, logs + 1074 * math.log(2.0), -jnp.inf))).astype(jnp.int64)
-    out = jnp.where(big, b_big, jnp.where(mid, b_mid, k))
+    # one exponential per entry, at the argument of its range (L, L + 64 ln 2 or L + 1074 ln 2: the same float
+    # sums as three masked exponentials would form, so the same bits; L + 0.0 is L exactly)
+    shift = jnp.where(big, 0.0, jnp.where(small, 1074 * math.log(2.0), _SHIFT_MID * math.log(2.0)))
+    t = jnp.exp(logs + shift)
+    b = jax.lax.bitcast_convert_type(t, jnp.int64)
+    k = jnp.round(jnp.where(small, t, 0.0)).astype(jnp.int64)  # < 2**53 where small; 0 elsewhere (unused)
+    out = jnp.where(big, b, jnp.where(small, k, b - (_SHIFT_MID << 52)))
     return jnp.where(jnp.isnan(logs), jnp.int64(_NAN_BITS), out)
 
 
