@@ -34,7 +34,7 @@ from epscert.dpsgd.orderstats import lower_tail_weights, upper_tail_weights, usa
 from epscert.dpsgd.poisson_pair import PoissonPairSampler
 from epscert.dpsgd.shuffle_pair import ShufflePairSampler
 from epscert.montecarlo.accumulator import DirectionSums
-from epscert.montecarlo.backends.jax_backend import block_size, drain_sums, loss_block_sums, ndtri_exp
+from epscert.montecarlo.backends.jax_backend import block_size, drain_sums, log_ndtr, loss_block_sums, ndtri_exp
 from epscert.names import Direction, Method
 
 METHODS = (Method.NAIVE, Method.IMPORTANCE)
@@ -150,7 +150,7 @@ def _kernel(method: str, direction: str, steps: int, n: int, consts: tuple):
     """key -> (n,) directional losses of one epoch (pure JAX, traced under jit)."""
     import jax
     import jax.numpy as jnp
-    from jax.scipy.special import log_ndtr, logsumexp
+    from jax.scipy.special import logsumexp
 
     inv_sigma, inv_var, offset, b_remove, b_add, log_s = consts
     first_col = (jnp.arange(steps) == 0)[None, :]

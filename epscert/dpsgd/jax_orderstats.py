@@ -19,7 +19,7 @@ import math
 import numpy as np
 
 from epscert.dpsgd.orderstats import LOG_TINY
-from epscert.montecarlo.backends.jax_backend import ndtri_exp
+from epscert.montecarlo.backends.jax_backend import log_ndtr, ndtri_exp
 from epscert.names import Direction
 
 
@@ -107,7 +107,7 @@ def importance_order_stats_kernel(method: str, direction: str, width: int, n: in
     """
     import jax
     import jax.numpy as jnp
-    from jax.scipy.special import log_ndtr, logsumexp
+    from jax.scipy.special import logsumexp
 
     inv_sigma, inv_var, offset, steps = consts[:4]
     if direction == Direction.ADD.value:

@@ -2,7 +2,7 @@
 
 The arithmetic is the numpy samplers' own (:mod:`epscert.matrix.kernels`,
 :mod:`epscert.matrix.values`): those functions take the array namespace and the
-special functions as arguments, and here they get ``jax.numpy``, jax.scipy's ``log_ndtr``, the
+special functions as arguments, and here they get ``jax.numpy``, ``jax_backend.log_ndtr``, the
 backend's ``ndtri_exp`` and ``lax.fori_loop`` (a fixed NEWTON_STEPS iterations: Newton from above on
 the convex log S converges monotonically, and the numpy path stops early only once no entry moves).
 
@@ -35,6 +35,7 @@ from epscert.matrix.loss_tilt import draw_tuples, remove_tilt_log_values
 from epscert.montecarlo.accumulator import DirectionSums
 from epscert.montecarlo.backends.jax_backend import (drain_sums, fetched, drain_value_sums, fixed_block_size,
                                                      loss_block_sums, ndtri_exp)
+from epscert.montecarlo.backends.jax_backend import log_ndtr as jax_log_ndtr
 from epscert.rng import block_ranges
 from epscert.matrix.pair import MatrixPairSampler
 from epscert.names import Direction, Method
@@ -43,11 +44,7 @@ from epscert.names import Direction, Method
 class JaxSpecial:
     """The special functions and loop of :class:`epscert.matrix.values.NumpySpecial`, for JAX."""
 
-    @staticmethod
-    def log_ndtr(x):
-        from jax.scipy.special import log_ndtr
-
-        return log_ndtr(x)
+    log_ndtr = staticmethod(jax_log_ndtr)  # accurate in the far left tail (jax_backend.log_ndtr)
 
     ndtri_exp = staticmethod(ndtri_exp)
 

@@ -154,3 +154,18 @@ def test_one_exponential_per_value_gives_the_bits_of_three_masked_ones():
         got = np.asarray(jax.jit(jb.log_value_bits)(jnp.asarray(logs)))
         want = np.asarray(jax.jit(three)(jnp.asarray(logs)))
     np.testing.assert_array_equal(got, want)
+
+
+def test_jax_log_ndtr_is_scipy_accurate_in_the_far_tail():
+    """jax_backend.log_ndtr against scipy's (the numpy path's) on [-60, 5]: within 1e-11 absolute in log Φ
+    (1e-11 relative in Φ, far inside FLOAT_REL = 1e-9). JAX's own log_ndtr was 4.0e-9 off at x = -20.
+    (A comparison of floats, not of integers, unlike the rest of this file.)"""
+    from scipy import special
+
+    from epscert.montecarlo.backends.jax_backend import log_ndtr
+
+    x = np.concatenate([np.linspace(-60.0, 5.0, 130_001), [-18.0, -18.0 - 1e-12, -20.0, -1e4]])
+    with jax.enable_x64(True):
+        got = np.asarray(log_ndtr(jax.numpy.asarray(x)))
+    want = special.log_ndtr(x)
+    assert np.all(np.abs(got - want) <= 1e-11 + 4e-16 * np.abs(want)), float(np.max(np.abs(got - want)))
