@@ -67,6 +67,7 @@ from epscert.allocation.epoch import EXCESS_ROUNDING, ChainLaw
 from epscert.allocation.grid import GridShape
 from epscert.allocation.prefix import run_laws
 from epscert.allocation.tails import cap_terms, log_cap
+from epscert.analytic.crossing import bisect_crossing
 from epscert.names import BRACKET_MAX_EPOCHS as MAX_EPOCHS
 from epscert.names import BRACKET_MAX_STEPS as MAX_STEPS
 from epscert.names import BRACKET_MIN_SIGMA as MIN_SIGMA
@@ -322,27 +323,14 @@ class AllocationBracket:
                 return 0.0
             if at(MAX_EPSILON) > delta:
                 return math.inf
-            a, b = 0.0, MAX_EPSILON  # up(a) > delta >= up(b)
-            for _ in range(_BISECTION_STEPS):
-                m = 0.5 * (a + b)
-                if at(m) <= delta:
-                    b = m
-                else:
-                    a = m
-            return b
+            # up(0) > delta >= up(MAX_EPSILON)
+            return bisect_crossing(at, delta, 0.0, MAX_EPSILON, _BISECTION_STEPS)[1]
         # largest ε with lo(ε) > delta (0 if none)
         if not at(0.0) > delta:
             return 0.0
-        a, b = 0.0, MAX_EPSILON  # lo(a) > delta; lo(700) is 0 or > delta
-        if at(b) > delta:
-            return b
-        for _ in range(_BISECTION_STEPS):
-            m = 0.5 * (a + b)
-            if at(m) > delta:
-                a = m
-            else:
-                b = m
-        return a
+        if at(MAX_EPSILON) > delta:  # lo(0) > delta; lo(700) is 0 or > delta
+            return MAX_EPSILON
+        return bisect_crossing(at, delta, 0.0, MAX_EPSILON, _BISECTION_STEPS)[0]
 
 
 def default_cells(sigma: float) -> int:

@@ -12,9 +12,10 @@ from __future__ import annotations
 EPSILON_STEPS = 60
 
 
-def bisect_crossing(read, target: float, a: float, b: float) -> tuple[float, float]:
-    """Keep read(a) > target >= read(b) while halving [a, b] (EPSILON_STEPS times)."""
-    for _ in range(EPSILON_STEPS):
+def bisect_crossing(read, target: float, a: float, b: float, steps: int = EPSILON_STEPS) -> tuple[float, float]:
+    """Keep read(a) > target >= read(b) while halving [a, b] ``steps`` times (also the allocation bracket's
+    ε(δ), :meth:`epscert.allocation.AllocationBracket.epsilon_side`)."""
+    for _ in range(steps):
         mid = 0.5 * (a + b)
         if read(mid) <= target:
             b = mid

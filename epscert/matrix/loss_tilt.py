@@ -108,17 +108,17 @@ def max_order(pair) -> int:
     top = float(np.max(pair.g))
     order = 1
     for theta in range(2, MAX_ORDER + 1):
-        fits = rowwise_fits(b, theta) if theta == 5 else b ** (theta - 1) <= MAX_TABLE_ENTRIES
+        fits = rowwise_fits(b) if theta == 5 else b ** (theta - 1) <= MAX_TABLE_ENTRIES
         if not fits or theta * (theta - 1) / 2 * top > MAX_LOG_WEIGHT:
             break
         order = theta
     return order
 
 
-def rowwise_fits(b: int, theta: int) -> bool:
-    """Whether order θ's top table F_{θ-2} fits and its build is cheap enough (row-wise orders, θ = 5 only:
-    the build loop is written for three stored indices)."""
-    return theta == 5 and b ** (theta - 2) <= MAX_TABLE_ENTRIES and math.comb(b + 2, 3) * 2 * b**2 <= MAX_BUILD_FLOPS
+def rowwise_fits(b: int) -> bool:
+    """Whether order 5's top table F_3 (b³ entries) fits and its build is cheap enough (the row-wise order: the
+    build loop is written for three stored indices)."""
+    return b**3 <= MAX_TABLE_ENTRIES and math.comb(b + 2, 3) * 2 * b**2 <= MAX_BUILD_FLOPS
 
 
 def log_bound(log_z: float, theta: int, eps) -> np.ndarray:

@@ -336,6 +336,20 @@ def test_a_history_set_directly_is_answered_for_its_own_sigma():
     assert values[1] < values[0]
 
 
+def private(loader: dict, accountant: str | None = None, sampler: str | None = None, sigma: float = 1.0, **make):
+    """make_private over a torch DataLoader(tiny_problem's data, **loader) with Opacus's ``accountant`` (a name),
+    or epscert's accountant with ``sampler=`` (``make``: make_private's other arguments)."""
+    eo.register()
+    ds, model = tiny_problem()
+    engine = opacus.PrivacyEngine(**({} if accountant is None else {"accountant": accountant}))
+    if sampler is not None:
+        engine.accountant = eo.accountant_class()(sampler=sampler)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    model, opt, loader = engine.make_private(module=model, optimizer=opt, data_loader=torch.utils.data.DataLoader(
+        ds, **loader), noise_multiplier=sigma, max_grad_norm=1.0, **make)
+    return engine, model, opt, loader
+
+
 def opacus_default_run(accountant: str, steps: int, sigma: float = 1.0, n: int = 64, batch: int = 8, **make):
     """Opacus's default make_private (poisson_sampling=True: DPDataLoader) over a plain DataLoader.
 
@@ -388,37 +402,21 @@ def test_opacus_poisson_loader_gets_poisson_accounting_never_balls_and_bins():
 
 def test_opacus_poisson_loader_with_a_contradicting_sampler_is_refused():
     with pytest.raises(ValueError, match="Poisson"):
-        eo.register()
-        ds, model = tiny_problem()
-        engine = opacus.PrivacyEngine()
-        engine.accountant = eo.accountant_class()(sampler="balls_and_bins")
-        opt = torch.optim.SGD(model.parameters(), lr=0.1)
-        engine.make_private(module=model, optimizer=opt, data_loader=torch.utils.data.DataLoader(ds, batch_size=8),
-                            noise_multiplier=1.0, max_grad_norm=1.0)
+        private({"batch_size": 8}, sampler="balls_and_bins")
 
 
 @pytest.mark.parametrize("shuffle", [True, False])
 def test_a_plain_torch_loader_is_refused_with_the_reason(shuffle):
     """A shuffling (or sequential) loader with poisson_sampling=False: neither Balls-and-Bins nor Poisson."""
-    eo.register()
-    ds, model = tiny_problem()
-    engine = opacus.PrivacyEngine(accountant="epscert")
-    opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    model, opt, loader = engine.make_private(module=model, optimizer=opt, data_loader=torch.utils.data.DataLoader(
-        ds, batch_size=8, shuffle=shuffle), noise_multiplier=1.0, max_grad_norm=1.0, poisson_sampling=False)
+    engine, model, opt, loader = private({"batch_size": 8, "shuffle": shuffle}, "epscert", poisson_sampling=False)
     train(model, opt, loader, steps=3, epochs=1)
     with pytest.raises(ValueError, match="neither Balls-and-Bins nor Poisson.*Sampler"):
         engine.get_epsilon(1e-5)
 
 
 def test_an_explicit_sampler_is_trusted_for_a_plain_loader():
-    eo.register()
-    ds, model = tiny_problem()
-    engine = opacus.PrivacyEngine()
-    engine.accountant = eo.accountant_class()(sampler="deterministic")
-    opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    model, opt, loader = engine.make_private(module=model, optimizer=opt, data_loader=torch.utils.data.DataLoader(
-        ds, batch_size=8, shuffle=True), noise_multiplier=1.0, max_grad_norm=1.0, poisson_sampling=False)
+    engine, model, opt, loader = private({"batch_size": 8, "shuffle": True}, sampler="deterministic",
+                                         poisson_sampling=False)
     assert engine.accountant.sampler_source == "explicit"
     assert engine.accountant.sampler is epscert.Sampler.DETERMINISTIC
 
@@ -486,14 +484,8 @@ def test_a_torch_shuffling_loader_refuses_a_name_whose_epsilon_does_not_hold(nam
     """Review finding: EpscertAccountant(sampler='balls_and_bins') over a shuffling torch loader printed ε = 2.39
     where the shuffle cube bound proves ε >= 4.35 (64 records, T = 8, σ = 1, δ = 1e-5). Only 'deterministic'
     (a valid upper bound for shuffled batches) may be named for torch's shuffling or sequential loader."""
-    eo.register()
-    ds, model = tiny_problem()
-    engine = opacus.PrivacyEngine()
-    engine.accountant = eo.accountant_class()(sampler=named)
-    opt = torch.optim.SGD(model.parameters(), lr=0.1)
     with pytest.raises(ValueError, match="sampler='deterministic'"):
-        engine.make_private(module=model, optimizer=opt, data_loader=torch.utils.data.DataLoader(
-            ds, batch_size=8, shuffle=True), noise_multiplier=1.0, max_grad_norm=1.0, poisson_sampling=False)
+        private({"batch_size": 8, "shuffle": True}, sampler=named, poisson_sampling=False)
 
 
 def test_a_named_sampler_over_a_loader_epscert_cannot_read_is_answered_with_a_warning():
@@ -504,13 +496,8 @@ def test_a_named_sampler_over_a_loader_epscert_cannot_read_is_answered_with_a_wa
         def __len__(self):
             return 8
 
-    eo.register()
-    ds, model = tiny_problem()
-    engine = opacus.PrivacyEngine()
-    engine.accountant = eo.accountant_class()(sampler="balls_and_bins")
-    opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    model, opt, loader = engine.make_private(module=model, optimizer=opt, data_loader=torch.utils.data.DataLoader(
-        ds, batch_sampler=Custom()), noise_multiplier=2.0, max_grad_norm=1.0, poisson_sampling=False)
+    engine, model, opt, loader = private({"batch_sampler": Custom()}, sampler="balls_and_bins", sigma=2.0,
+                                         poisson_sampling=False)
     train(model, opt, loader, steps=8, epochs=1)
     with pytest.warns(eo.UnverifiedSamplerWarning, match="balls_and_bins"):
         assert engine.get_epsilon(1e-5) == epscert.Accountant(noise_multiplier=2.0, steps=8).get_epsilon(1e-5)
@@ -519,11 +506,7 @@ def test_a_named_sampler_over_a_loader_epscert_cannot_read_is_answered_with_a_wa
 def test_opacus_own_accountant_over_a_sequential_loader_is_not_called_shuffling():
     """A sequential loader (fixed batches) under Opacus's accountant is not the shuffling trap: no warning
     (the shuffle lower bound does not apply to it; a review of check_sampling found it flagged)."""
-    ds, model = tiny_problem()
-    engine = opacus.PrivacyEngine(accountant="rdp")
-    opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    model, opt, loader = engine.make_private(module=model, optimizer=opt, data_loader=torch.utils.data.DataLoader(
-        ds, batch_size=8), noise_multiplier=1.0, max_grad_norm=1.0, poisson_sampling=False)
+    engine, model, opt, loader = private({"batch_size": 8}, "rdp", poisson_sampling=False)
     train(model, opt, loader, steps=2, epochs=1)
     with warnings.catch_warnings():
         warnings.simplefilter("error", eo.SamplingMismatchWarning)

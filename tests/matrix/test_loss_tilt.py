@@ -249,3 +249,20 @@ def test_an_order_five_certificate_brackets_the_allocation_bracket():
         r = row(table, epsilon=e)
         assert r["delta_lower"] <= upper[i] and r["delta_upper"] >= lower[i], (e, r, lower[i], upper[i])
         assert r["delta_upper"] <= 1.3 * upper[i], (e, r["delta_upper"], upper[i])
+
+
+@pytest.mark.parametrize("c_col", [[1.0], BANDED])
+def test_the_renyi_floor_is_z_of_the_diagonal_and_below_the_tables(c_col):
+    """benchmarks/matrix_renyi_floor.py's Z_θ^diag (a polynomial product, no table): equal to the tables' Z_θ
+    when G is diagonal (C = I: distinct sites do not interact) and below it when G >= 0 has off-diagonal
+    entries (the floor the issue-33 evidence rests on), θ = 2..5."""
+    from benchmarks.matrix_renyi_floor import log_z_diag  # noqa: PLC0415
+
+    pair = pair_of(c_col, 24, 6, 1.5)
+    floor = log_z_diag(pair.diag, 5)
+    for theta in range(2, 6):
+        exact = LossTilt(pair, theta).log_z
+        if len(c_col) == 1:
+            assert abs(floor[theta] - exact) <= 1e-12 * abs(exact), (theta, floor[theta], exact)
+        else:
+            assert np.min(pair.g) >= 0 and floor[theta] < exact - 1e-3, (theta, floor[theta], exact)
