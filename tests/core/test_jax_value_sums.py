@@ -157,15 +157,21 @@ def test_one_exponential_per_value_gives_the_bits_of_three_masked_ones():
 
 
 def test_jax_log_ndtr_is_scipy_accurate_in_the_far_tail():
-    """jax_backend.log_ndtr against scipy's (the numpy path's) on [-60, 5]: within 1e-11 absolute in log Φ
-    (1e-11 relative in Φ, far inside FLOAT_REL = 1e-9). JAX's own log_ndtr was 4.0e-9 off at x = -20.
+    """jax_backend.log_ndtr against scipy's (the numpy path's) on [-60, 40], both sides of its two cuts (the
+    tail series at -18, the sign of x for erfc) and near 0: within 1e-12 absolute in log Φ (1e-12 relative
+    in Φ, far inside FLOAT_REL = 1e-9). JAX's own log_ndtr was 4.0e-9 off at x = -20.
     (A comparison of floats, not of integers, unlike the rest of this file.)"""
     from scipy import special
 
     from epscert.montecarlo.backends.jax_backend import log_ndtr
 
-    x = np.concatenate([np.linspace(-60.0, 5.0, 130_001), [-18.0, -18.0 - 1e-12, -20.0, -1e4]])
+    tiny = np.logspace(-300, 0, 601)
+    x = np.concatenate([np.linspace(-60.0, 40.0, 200_001), [-18.0, -18.0 - 1e-12, -18.0 + 1e-12, -20.0, -1e4, 0.0],
+                        tiny, -tiny, [1e4, np.inf, -np.inf]])
     with jax.enable_x64(True):
         got = np.asarray(log_ndtr(jax.numpy.asarray(x)))
     want = special.log_ndtr(x)
-    assert np.all(np.abs(got - want) <= 1e-11 + 4e-16 * np.abs(want)), float(np.max(np.abs(got - want)))
+    finite = np.isfinite(want)
+    np.testing.assert_array_equal(got[~finite], want[~finite])
+    err = np.abs(got[finite] - want[finite])
+    assert np.all(err <= 1e-12 + 4e-16 * np.abs(want[finite])), float(np.max(err))
