@@ -253,24 +253,36 @@ def _remove_root(xp, sp, a, dk, own, log_far, v, log_big, above=None):
     constant alone reaches B (S > B for every s).
 
     S(s) >= e^{s - v/2} + F, so s_0 = log(B - F) + v/2 has log S(s_0) >= log B: the start is above
-    the root, and Newton on the convex increasing log S stays above it and decreases to it. ``above``
-    (JAX): the roots at a larger B, also above this root (S increasing): the start is the lower of the two
-    (a lane where ``above`` is -inf, the far constant reached the larger B, keeps s_0). Where rounding left
-    ``above`` an ulp below the new root (B equal to the last ulp), f <= 0 there and it is kept: within the
-    root's own rounding. JAX stops once no step exceeds NEWTON_TOL (1 + |s|), numpy's per-lane test."""
+    the root, and Newton on the convex increasing log S stays above it and decreases to it. numpy: from s_0,
+    per-lane test (:func:`_newton_active`). JAX: also below every neighbour's crossing s_k = (log B - a_k)/d_k
+    (S(s_k) >= e^{a_k + s_k d_k} = B, so s_k is above the root too) and below ``above``, the roots at a larger
+    B (S increasing; a lane where ``above`` is -inf, the far constant reached the larger B, keeps its start).
+    At that start every term of S is at most B (the own term e^{s - v/2} <= B - F by s <= s_0, the far one
+    F < B, each neighbour's by s <= s_k), and every iterate s lies in [root, start] with slopes >= 0, so every
+    term stays <= B while S(s) >= B: the terms are scaled by B itself, w_k = e^{term_k - log B} in (0, 1] with
+    Σ w_k in [1, W + 2], so no maximum per step (the same relative precision as scaling by the largest term:
+    no term overflows, the sum is a normal number). Where rounding left ``above`` an ulp below the new root
+    (B equal to the last ulp), f <= 0 there and it is kept: within the root's own rounding. JAX stops once no
+    step exceeds NEWTON_TOL (1 + |s|)."""
     far_ok = log_far < log_big
     gap = xp.where(far_ok, log_far - log_big, -1.0)  # finite everywhere: no log(0) on the masked lanes
     start = xp.where(far_ok, log_big + xp.log(-xp.expm1(gap)), 0.0) + 0.5 * v
     if xp is np:
         return np.where(far_ok, _newton_active(a, dk, log_far, v, log_big, start, far_ok), -np.inf)
+    near = dk > 0  # the neighbours (a padded entry has d = 0 and a = -inf)
+    crossing = xp.min(xp.where(near, (log_big - a) / xp.where(near, dk, 1.0), xp.inf), axis=-1)
+    start = xp.minimum(start, crossing)
     if above is not None:
         start = xp.where(far_ok & xp.isfinite(above), xp.minimum(start, above), start)
     ones = xp.ones_like(a[:, :, :1])
     slopes = xp.concatenate([dk * xp.ones_like(a), ones, 0.0 * ones], axis=2)
+    scaled = xp.concatenate([a, (-0.5 * v)[..., None], log_far[..., None]], axis=2) - log_big  # terms at s = 0, / B
 
     def step(_, s):
-        f, fp = _log_s_minus(xp, a, dk, slopes, log_far, v, log_big, s)
-        move = xp.where(far_ok & (f > 0), f / fp, 0.0)
+        w = xp.exp(scaled + s[..., None] * slopes)  # e^{term_k(s)} / B, each <= 1
+        total = xp.sum(w, axis=-1)
+        f = xp.log(total)
+        move = xp.where(far_ok & (f > 0), f * total / xp.sum(w * slopes, axis=-1), 0.0)
         return s - move, xp.any(move > NEWTON_TOL * (1.0 + xp.abs(s)))
 
     return xp.where(far_ok, sp.newton_loop(NEWTON_STEPS, step, start), -xp.inf)
@@ -356,8 +368,12 @@ def _add_line_chunk(xp, sp, log_a, levels, var_u, sd, vbar, log_b, eps_list, abo
     axis. Every entry is the per-ε computation's, operation for operation (the same elementwise steps, the
     same reductions over the last, contiguous axis), and a lane that Newton left fixed stays fixed while the
     loop runs on for the chunk's other lanes, so the values are those of one loop per ε. ``above`` (N, 1), one
-    ε: roots of a smaller ε, above this root; the start is the lower of ŝ and it (if rounding left it an ulp
-    below the root, f <= 0 and it is kept: within the root's own rounding)."""
+    ε: roots of a smaller ε, above this root; the start is the lower of ŝ, it (if rounding left it an ulp
+    below the root, f <= 0 and it is kept: within the root's own rounding) and every group's crossing
+    s_u = (log(b/K) - log A_u)/d_u (d_u > 0, and S(s_u) >= A_u e^{s_u d_u} = b/K: above the root). At that
+    start every term A_u e^{s d_u} is at most b/K, and it only falls along the iterates (d_u > 0), while
+    S >= b/K there: the terms are scaled by b/K itself (Σ of the scaled terms in [1, U], no maximum per step;
+    the same relative precision as scaling by the largest term)."""
     eps = xp.asarray(eps_list)
     log_target = log_b - eps  # log(b/K), (E,)
 
@@ -372,15 +388,21 @@ def _add_line_chunk(xp, sp, log_a, levels, var_u, sd, vbar, log_b, eps_list, abo
     def step(_, s):
         return s - move(s)
 
-    def step_tol(_, s):
-        m = move(s)
-        return s - m, xp.any(m > NEWTON_TOL * (1.0 + xp.abs(s)))
-
     start = xp.zeros((log_a.shape[0], len(eps_list))) + (-eps + 0.5 * vbar)
     if above is None:
         s = sp.fori_loop(0, NEWTON_STEPS, step, start)
     else:  # JAX, warm started: stops once no step exceeds NEWTON_TOL (1 + |s|), as _remove_root
-        s = sp.newton_loop(NEWTON_STEPS, step_tol, xp.minimum(start, above))
+        scaled = log_a[:, None, :] - log_target[:, None]  # log(A_u / (b/K)), (N, 1, U)
+        crossing = xp.min(-scaled / levels, axis=2)
+
+        def step_scaled(_, s):
+            w = xp.exp(scaled + s[:, :, None] * levels)  # A_u e^{s d_u} / (b/K), each <= 1
+            total = xp.sum(w, axis=2)
+            f = xp.log(total)
+            m = xp.where(f > 0, f * total / xp.sum(w * levels, axis=2), 0.0)
+            return s - m, xp.any(m > NEWTON_TOL * (1.0 + xp.abs(s)))
+
+        s = sp.newton_loop(NEWTON_STEPS, step_scaled, xp.minimum(xp.minimum(start, above), crossing))
     base = sp.log_ndtr(s / sd)
     logs = (log_a[:, None, :] + 0.5 * levels * levels * var_u + sp.log_ndtr((s[:, :, None] - levels * var_u) / sd)
             - log_target[:, None] - base[:, :, None])
