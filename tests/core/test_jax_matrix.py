@@ -29,7 +29,7 @@ def _pair(sigma=2.0, n=400, b=20):
     (2.0, [2.0, 1.0, 1.5, 1.5, 3.0], 64),
     # small σ (mode variances near 20, neighbours far above B at the cold start) and a wide grid (at ε = 0.02
     # the far constant is near B): the JAX roots start below every neighbour's crossing and scale by B
-    (0.35, [0.02, 12.0, 0.5, 30.0, 3.0], 512),
+    (0.35, [0.02, 12.0, 0.5, 30.0, 3.0], 256),
 ])
 def test_the_same_inputs_give_the_same_values_on_both_namespaces(sigma, eps, samples):
     """The kernels are one source: on identical inputs numpy and jax.numpy agree to float64 round-off (JAX's
