@@ -95,13 +95,6 @@ def pack_rows(item: tuple[str, list[dict]]) -> tuple[str, bytes]:
     return config_id, table_bytes_ipc(as_table(rows))
 
 
-def unpack_rows(rows) -> list[dict]:
-    """The row dicts of :func:`pack_rows` (every column of the schema), or a list of dicts as it is."""
-    if isinstance(rows, (bytes, pa.Table)):
-        return as_table(rows).to_pylist()
-    return rows
-
-
 def unpack_value(value):
     """The side-input value of :func:`pack_value` (anything else passes through)."""
     return pickle.loads(value) if isinstance(value, bytes) else value

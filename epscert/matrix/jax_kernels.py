@@ -3,8 +3,9 @@
 The arithmetic is the numpy samplers' own (:mod:`epscert.matrix.kernels`,
 :mod:`epscert.matrix.values`): those functions take the array namespace and the
 special functions as arguments, and here they get ``jax.numpy``, ``jax_backend.log_ndtr``, the
-backend's ``ndtri_exp`` and ``lax.fori_loop`` (a fixed NEWTON_STEPS iterations: Newton from above on
-the convex log S converges monotonically, and the numpy path stops early only once no entry moves).
+backend's ``ndtri_exp`` and ``JaxSpecial.newton_loop`` (a ``lax.while_loop`` of at most NEWTON_STEPS Newton
+steps from above on the convex log S, monotone, stopped once no lane moves by more than NEWTON_TOL; the
+numpy path tests each lane on its own).
 
 Stream (SPEC §10, as :mod:`epscert.montecarlo.backends.jax_backend`): the base key of one
 direction of one stream is built from :func:`epscert.rng.stream_key_words`; block g of the stream
@@ -42,28 +43,11 @@ from epscert.names import Direction, Method
 
 
 class JaxSpecial:
-    """The special functions and loop of :class:`epscert.matrix.values.NumpySpecial`, for JAX."""
+    """The special functions of :class:`epscert.matrix.values.NumpySpecial`, and the Newton loop, for JAX."""
 
     log_ndtr = staticmethod(jax_log_ndtr)  # accurate in the far left tail (jax_backend.log_ndtr)
 
     ndtri_exp = staticmethod(ndtri_exp)
-
-    @staticmethod
-    def fori_loop(lower, upper, body, value):
-        """body(i, value) for i in [lower, upper), stopping once no entry moves (as the numpy twin)."""
-        import jax
-        import jax.numpy as jnp
-
-        def cond(state):
-            i, _, moving = state
-            return (i < upper) & moving
-
-        def step(state):
-            i, v, _ = state
-            new = body(i, v)
-            return i + 1, new, jnp.any((new != v) & jnp.isfinite(new))
-
-        return jax.lax.while_loop(cond, step, (lower, value, jnp.asarray(True)))[1]
 
     @staticmethod
     def newton_loop(upper, step, value):

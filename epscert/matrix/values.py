@@ -96,8 +96,8 @@ IMPORTANCE_MIN_BLOCK = 64
 
 
 class NumpySpecial:
-    """The special functions and the loop the kernels need, for numpy arrays (``jax_matrix`` has the
-    JAX twin: jax.scipy's log_ndtr, its own ndtri_exp and ``lax.fori_loop``)."""
+    """The special functions and the loop the kernels need, for numpy arrays (:mod:`epscert.matrix.jax_kernels`
+    has the JAX twin: ``jax_backend.log_ndtr``, its ndtri_exp and a ``lax.while_loop`` Newton)."""
 
     log_ndtr = staticmethod(special.log_ndtr)
     ndtri_exp = staticmethod(special.ndtri_exp)
@@ -119,21 +119,13 @@ def _log_ndtr_both(sp, hi):
 
 
 def log_diff_ndtr_at(xp, sp, lo, hi_tails):
-    """:func:`log_diff_ndtr` with the upper end given by ``hi_tails`` = (log Φ(hi), log Φ(-hi)): the same
-    operations on the same numbers (one log_ndtr of ±lo instead of two), so the same result."""
+    """log(Φ(hi) - Φ(lo)) for lo <= hi (either may be ±inf), from whichever tail is accurate, with the upper
+    end given by ``hi_tails`` = (log Φ(hi), log Φ(-hi)) (:func:`_log_ndtr_both`: formed once where hi does not
+    change, e.g. over an ε grid): both ends in the upper tail (lo > 0) as Φ̄(lo) - Φ̄(hi), else Φ(hi) - Φ(lo)."""
     upper = lo > 0
     q = sp.log_ndtr(xp.where(upper, -lo, lo))
     la = xp.where(upper, q, hi_tails[0])
     lc = xp.where(upper, hi_tails[1], q)
-    return la + xp.log(-xp.expm1(xp.minimum(lc - la, 0.0)))
-
-
-def log_diff_ndtr(xp, sp, lo, hi):
-    """log(Φ(hi) - Φ(lo)) for lo <= hi (either may be ±inf), from whichever tail is accurate."""
-    upper = lo > 0  # both in the upper tail: Φ̄(lo) - Φ̄(hi)
-    a = xp.where(upper, -lo, hi)
-    c = xp.where(upper, -hi, lo)
-    la, lc = sp.log_ndtr(a), sp.log_ndtr(c)
     return la + xp.log(-xp.expm1(xp.minimum(lc - la, 0.0)))
 
 
