@@ -28,7 +28,7 @@ from epscert.dpsgd.balls_and_bins import BallsAndBinsSampler
 from epscert.dpsgd.conditional import conditional_sampler
 from epscert.dpsgd.poisson_pair import PoissonPairSampler
 from epscert.dpsgd.shuffle_pair import ShufflePairSampler
-from epscert.matrix.loss_tilt import choose_order
+from epscert.matrix.cluster_tilt import choose_order
 from epscert.matrix.pair import MatrixPair, MatrixPairSampler
 from epscert.matrix.values import MatrixValueSampler
 from epscert.montecarlo.protocol import LossSampler
@@ -84,7 +84,8 @@ def value_sampler(config, method: Method):
     for Balls-and-Bins, :class:`~epscert.matrix.values.MatrixValueSampler` for a strategy."""
     if config.strategy is not None:
         pair = matrix_pair(config)
-        order = choose_order(pair, config.epsilons) if method is Method.TILTED else None
+        # JAX draws the tuples from tables: no cluster order there (auto falls back to numpy for one)
+        order = choose_order(pair, config.epsilons, clusters=config.backend != "jax") if method is Method.TILTED else None
         return MatrixValueSampler(pair, method.value, min(config.epsilons), order=order)
     return conditional_sampler(config, method)
 

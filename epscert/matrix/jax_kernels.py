@@ -72,6 +72,9 @@ def check_supported(sampler, method: Method) -> None:
     if isinstance(sampler, MatrixPairSampler) and method is Method.NAIVE:
         return
     if isinstance(sampler, mv.MatrixValueSampler) and method.value == sampler.method:
+        if sampler.method == "tilted" and not hasattr(sampler.tilt, "tables"):
+            raise ValueError("backend='jax' draws the loss-tilted tuples from tables only; this run's order "
+                             f"{sampler.order} is drawn by clusters (epscert.matrix.cluster_tilt): use backend='numpy'")
         return
     raise ValueError(f"backend='jax' has matrix-mechanism kernels for naive, importance, conditional and tilted only, "
                      f"got method={method.value!r} with {type(sampler).__name__}")

@@ -217,6 +217,11 @@ class LossTilt:
             picks.append(inverse_cdf(np, weight, uniforms[:, len(picks)]))
         return np.stack(picks, axis=1)
 
+    def draw(self, rng: np.random.Generator, n: int) -> tuple[np.ndarray, float]:
+        """((n, θ) tuples of Q_θ, 0.0): the draws and the log of their weight's factor beyond Z_θ (none here; the
+        cluster proposal of :mod:`epscert.matrix.cluster_tilt` has one per draw)."""
+        return self.draw_tuples(rng.random((n, self.theta))), 0.0
+
     @functools.cached_property
     def cumulative(self) -> list[np.ndarray]:
         """np.cumsum of F_1 .. F_{θ-1} along their last axis (the partial sums :func:`inverse_cdf` forms)."""
@@ -304,9 +309,10 @@ def choose_order(pair, epsilons) -> int:
     return best
 
 
-def remove_tilt_log_values(xp, g_noise, tuples, g_rows, half_diag, log_z: float, theta: int, eps_list):
+def remove_tilt_log_values(xp, g_noise, tuples, g_rows, half_diag, log_z, theta: int, eps_list):
     """(|ε|, N) logs of Y = Z_θ e^{(1-θ)L} (1 - e^{ε-L})_+ for g = Σ_j G e_{k_j} + g_noise (``tuples`` k, N x θ;
-    ``g_rows`` = G, whose row k is G e_k). numpy: ``g_noise`` is overwritten with g."""
+    ``g_rows`` = G, whose row k is G e_k; ``log_z`` a number, or one per draw: the cluster proposal's log Z̄ρκ).
+    numpy: ``g_noise`` is overwritten with g."""
     g = g_noise
     for j in range(theta):
         if xp is np:  # the sampler's own fresh array: added in place

@@ -73,7 +73,8 @@ from epscert.analytic.deterministic import gaussian_bracket
 from epscert.matrix import kernels as mk
 from epscert.matrix.kernels import FLOAT_REL
 from epscert.matrix.line_roots import NEWTON_STEPS, NEWTON_TOL, remove_root
-from epscert.matrix.loss_tilt import law_tv, loss_tilt, remove_tilt_log_values
+from epscert.matrix.cluster_tilt import tilt_for
+from epscert.matrix.loss_tilt import law_tv, remove_tilt_log_values
 from epscert.montecarlo.protocol import BLOCK_ELEMENTS, ValueSampler
 from epscert.names import Direction
 
@@ -412,7 +413,7 @@ class MatrixValueSampler(ValueSampler):
         elif method == "tilted":
             if order is None:  # the order is the run's (config.samplers.value_sampler: the grid's), never a default here
                 raise ValueError("method='tilted' needs its order (epscert.matrix.loss_tilt.choose_order)")
-            self.tilt = loss_tilt(pair, order)
+            self.tilt = tilt_for(pair, order)
         else:
             self.thresholds, self.log_p, self.log_m = remove_thresholds(pair, self.eps0)
             flat = np.exp(self.log_p.ravel() - self.log_p.max())
@@ -504,8 +505,9 @@ class MatrixValueSampler(ValueSampler):
             return add_importance_log_values(np, NumpySpecial, g_noise, u, self.d_mean, pair.half_diag, self.var_u,
                                              self.add_log_prob, eps, -self.eps0 + 0.5 * self.vbar)
         if self.method == "tilted":
-            tuples = self.tilt.draw_tuples(rng.random((n, self.order)))
-            return remove_tilt_log_values(np, g_noise, tuples, pair.g, pair.half_diag, self.tilt.log_z, self.order, eps)
+            tuples, log_weight = self.tilt.draw(rng, n)
+            return remove_tilt_log_values(np, g_noise, tuples, pair.g, pair.half_diag, self.tilt.log_z + log_weight,
+                                          self.order, eps)
         if self.method == "conditional":
             lines = self.lines
             chosen = stratified_lines(rng.integers(0, pair.bins, size=n), pair.bins, self.lines_per_sample)
