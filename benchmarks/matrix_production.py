@@ -88,9 +88,13 @@ MAX_RIVAL_SAMPLES = 10**7
 OPAKE_FAILURE = 1e-6
 
 
-def epscert_interval(strategy, b: int, sigma: float, delta: float, samples: int | None) -> dict:
-    """The certified interval of a fresh Accountant (default samples when ``samples`` is None) and its CPU s."""
+def epscert_interval(strategy, b: int, sigma: float, delta: float, samples: int | None,
+                     direction: str = "both") -> dict:
+    """The certified interval of a fresh Accountant (default samples when ``samples`` is None; ``direction`` 'both'
+    is the Accountant's default, 'remove' or 'add' certifies that side alone) and its CPU s."""
     kwargs = {} if samples is None else {"samples": samples}
+    if direction != "both":
+        kwargs["direction"] = direction
     acc = epscert.Accountant(noise_multiplier=sigma, strategy=strategy, cycle_length=b, **kwargs)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # a NotCertifiedWarning shows as an infinite upper end below
@@ -98,7 +102,7 @@ def epscert_interval(strategy, b: int, sigma: float, delta: float, samples: int 
     lower, upper = float(interval.lower), float(interval.upper)
     return {"lower": lower, "upper": upper, "estimate": interval.estimate,
             "width": upper / lower - 1.0 if lower > 0 and math.isfinite(upper) else math.inf,
-            "samples": acc.config.samples, "cpu_s": seconds}
+            "samples": acc.config.samples, "cpu_s": seconds, "direction": direction}
 
 
 def crossing(eps: np.ndarray, curve: np.ndarray, delta: float) -> float:
@@ -158,7 +162,7 @@ def fmt(x, spec: str = ".3f") -> str:
                                                                              format(x, spec))
 
 
-def run(configs, deltas, samples: int | None, rivals: bool) -> list[dict]:
+def run(configs, deltas, samples: int | None, rivals: bool, direction: str = "both") -> list[dict]:
     rows = []
     print(HEADER)
     for setting in configs:
@@ -166,19 +170,18 @@ def run(configs, deltas, samples: int | None, rivals: bool) -> list[dict]:
         c_col = binomial_c_col(bands)
         strategy = toeplitz_strategy(c_col, n)
         for delta in deltas:
-            row = dict(setting, delta=delta, epscert=epscert_interval(strategy, b, sigma, delta, samples))
+            row = dict(setting, delta=delta, epscert=epscert_interval(strategy, b, sigma, delta, samples, direction))
             mine = row["epscert"]
             budget = mine["cpu_s"]
-            jp = op = None
             if rivals:
                 try:
-                    jp = row["jax_privacy"] = jax_privacy_budget(c_col, n, b, sigma, delta, budget, mine["upper"])
+                    row["jax_privacy"] = jax_privacy_budget(c_col, n, b, sigma, delta, budget, mine["upper"])
                 except ImportError as err:
                     row["jax_privacy"] = {"missing": str(err)}
                 try:
                     load_opake()
                     if b <= OPAKE_MAX_BINS:
-                        op = row["opake"] = opake_budget(strategy.gram(b).g0, sigma, delta, budget)
+                        row["opake"] = opake_budget(strategy.gram(b).g0, sigma, delta, budget)
                     else:
                         row["opake"] = {"missing": f"b = {b} > {OPAKE_MAX_BINS}: a list of b² floats"}
                 except ImportError as err:
@@ -199,8 +202,9 @@ def format_row(row: dict) -> str:
     jp_text = jp.get("missing", "not run") if "samples" not in jp else rival_text(jp, delta)
     op_text = op.get("missing", "not run") if "upper" not in op else \
         f"{fmt(op['upper'])} ({op['resolution']:.1e}, {op['cpu_s']:.1f})"
+    side = "" if mine.get("direction", "both") == "both" else f" ({mine['direction']} only)"
     return (f"| {row['n']} | {row['b']} | {row['bands']} | {row['sigma']} | {delta:.0e} | [{fmt(mine['lower'])}, "
-            f"{fmt(mine['upper'])}] | {100 * mine['width']:.1f}% | {mine['samples']:,} | {mine['cpu_s']:.1f} "
+            f"{fmt(mine['upper'])}]{side} | {100 * mine['width']:.1f}% | {mine['samples']:,} | {mine['cpu_s']:.1f} "
             f"| {jp_text} | {op_text} |")
 
 
@@ -211,6 +215,10 @@ def main(argv: list[str] | None = None) -> list[dict]:
                         f"the Accountant's; --quick: {QUICK_SAMPLES})")
     parser.add_argument("--no-rivals", action="store_true", help="epscert only")
     parser.add_argument("--skip-large", action="store_true", help="leave out n = b = 10^4 (several GB)")
+    parser.add_argument("--only", nargs="+", metavar="N,B,SIGMA", help="these configurations only, e.g. 2000,2000,1.2")
+    parser.add_argument("--deltas", nargs="+", type=float, default=None, help=f"δ values (default {DELTAS})")
+    parser.add_argument("--direction", choices=("both", "remove", "add"), default="both",
+                        help="the side certified (default both, as a user's call; one side shows which one binds)")
     parser.add_argument("--out", default="benchmarks/results")
     parser.add_argument("--reprint", nargs="+", metavar="JSON", help="print the table of saved runs and stop")
     args = parser.parse_args(argv)
@@ -223,15 +231,22 @@ def main(argv: list[str] | None = None) -> list[dict]:
     if args.samples is not None and args.samples < 2:
         raise SystemExit(f"--samples must be >= 2, got --samples={args.samples}")
     samples = args.samples if args.samples is not None else (QUICK_SAMPLES if args.quick else None)
-    deltas = DELTAS[:1] if args.quick else DELTAS
+    deltas = tuple(args.deltas) if args.deltas else (DELTAS[:1] if args.quick else DELTAS)
     configs = [c for c in CONFIGS if not (args.skip_large and c["b"] >= 10_000)]
+    if args.only:
+        wanted = {tuple(float(x) for x in item.split(",")) for item in args.only}
+        configs = [c for c in configs if (c["n"], c["b"], c["sigma"]) in wanted]
+        if not configs:
+            raise SystemExit(f"--only matches no configuration of {[(c['n'], c['b'], c['sigma']) for c in CONFIGS]}")
     print(f"# matrix_production{' --quick' if args.quick else ''}: {platform.node()}, {os.cpu_count()} cores, "
           f"one thread; epscert {epscert.__version__}; {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}",
           flush=True)
-    rows = run(configs, deltas, samples, not args.no_rivals)
+    rows = run(configs, deltas, samples, not args.no_rivals, args.direction)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     name = "matrix_production-quick.json" if args.quick else "matrix_production.json"
+    if args.only or args.deltas or args.direction != "both":  # a partial run: its own file, the full table kept
+        name = f"matrix_production-partial-{args.direction}.json"
     (out / name).write_text(json.dumps(rows, indent=1, default=str))
     return rows
 

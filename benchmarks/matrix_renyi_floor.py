@@ -25,7 +25,9 @@ table quotes, or the certified interval's upper end where it quotes none), the b
 min_θ B_θ^diag(ε)/δ, the exact B_θ(ε)/δ at the largest order the tables allow, and the samples a
 Bernstein range term of 7 R log(1/α)/(3n) <= δ/4 needs (α = 1e-6) at the floor and at that exact order
 (b = 10^4: the Gram matrix is not built, and the last columns show the floor at θ = 2, the order the tables
-allow there).
+allow there). The last column: for one participation (banded G), the cluster proposal of
+:mod:`epscert.matrix.cluster_tilt` (orders above the tables', up to its state cap): its best order and B̄_θ(ε)/δ,
+the range of the values it draws (Z̄ >= Z_θ: the stationary profile and the placements, a few percent).
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ import numpy as np
 from scipy.special import logsumexp
 
 from benchmarks.matrix_rivals import binomial_c_col
+from epscert.matrix.cluster_tilt import cluster_order_range, tilt_for
 from epscert.matrix.loss_tilt import LossTilt, log_peak, max_order
 from epscert.matrix.strategies import toeplitz_strategy
 from epscert.config.samplers import cached_pair
@@ -73,8 +76,9 @@ def log_z_diag(diag: np.ndarray, theta_max: int) -> np.ndarray:
 
 
 def main() -> None:
-    print("| n | b | σ | δ | ε | floor: best θ, min B/δ | samples at the floor | exact θ_max, B/δ | samples at θ_max |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("| n | b | σ | δ | ε | floor: best θ, min B/δ | samples at the floor | exact θ_max, B/δ | samples at θ_max "
+          "| cluster orders (one participation): best θ, B̄/δ |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for n, b, sigma, bands, delta, eps in POINTS:
         c_col = binomial_c_col(bands)
         if b > DENSE_LIMIT:
@@ -100,8 +104,15 @@ def main() -> None:
         top = max_order(pair)
         tilt = LossTilt(pair, top)
         exact = math.exp(tilt.log_z + (1 - top) * eps + log_peak(top) - math.log(delta)) if top > 1 else 1 / delta
+        clusters = "–"
+        cluster_top = cluster_order_range(pair)[0]
+        if cluster_top > top:  # the cluster proposal's B̄_θ = Z̄ e^{(1-θ)ε} peak: its best order and range, in δ
+            ranges = {t: math.exp(tilt_for(pair, t).log_z + (1 - t) * eps + log_peak(t) - math.log(delta))
+                      for t in range(top + 1, cluster_top + 1)}
+            t_best = min(ranges, key=ranges.get)
+            clusters = f"θ = {t_best} (of <= {cluster_top}): {ranges[t_best]:.3g}"
         print(f"| {n} | {b} | {sigma} | {delta:.0e} | {eps} | θ = {best}: {floor:.3g} | {need * floor:.2g} "
-              f"| θ = {top}: {exact:.3g} | {need * exact:.2g} |", flush=True)
+              f"| θ = {top}: {exact:.3g} | {need * exact:.2g} | {clusters} |", flush=True)
 
 
 if __name__ == "__main__":

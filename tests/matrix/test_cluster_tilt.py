@@ -200,12 +200,12 @@ def test_no_cluster_order_without_a_band():
 def test_cluster_order_coverage_against_the_bracket():
     """C = I, one participation (n = b = 20, σ = 1: one Balls-and-Bins epoch of 20 steps), ε = 1, 2 (δ_remove about
     3.2e-4 and 1.2e-6; δ_add about 5.2e-6 and 3.7e-17, where the bracket still resolves it): the order chosen is 6, drawn
-    by clusters. 100 seeded certificates of 2000 samples; each side fails
+    by clusters. 60 seeded certificates of 2000 samples; each side fails
     with probability <= β = 0.1, and a count of failures reaching the binomial limit (false failure <= 1e-5) fails."""
     sigma, b, eps = 1.0, 20, (1.0, 2.0)
     assert choose_order(pair_of([1.0], b, b, sigma), eps) == 6
     bracket = bracket_for(sigma, b, 1)
     upper = {d: bracket.delta(list(eps), d)[0] for d in ("remove", "add")}
     lower = {d: bracket.delta(list(eps), d)[1] for d in ("remove", "add")}
-    failures = run_coverage(toeplitz_strategy([1.0], b), sigma, b, eps, "tilted", 2000, 100, lower, upper, seed0=3000)
-    assert limit(100, 0.1) > max(failures.values())
+    failures = run_coverage(toeplitz_strategy([1.0], b), sigma, b, eps, "tilted", 2000, 60, lower, upper, seed0=3000)
+    assert limit(60, 0.1) > max(failures.values())
