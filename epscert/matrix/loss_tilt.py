@@ -42,7 +42,9 @@ Rényi bound there. θ_max(b) = 5 while the b³ table fits ``MAX_TABLE_ENTRIES``
 b = 100), then 4 while the b³ table fits (b <= 203), then 3 (b²), then 2. The choice moves the variance
 and the range, never the mean. Why θ = 5 matters: at n = 2000, b = 100, 16 bands, σ = 4.61 the range B_θ(ε)/δ is 2.2·10³ at
 δ = 10⁻¹⁰ (ε = 4.969) and 1.2·10⁴ at 10⁻¹² (ε = 5.94) for θ = 4, and 60 and 124 for θ = 5
-(``benchmarks/matrix_renyi_floor.py``).
+(``benchmarks/matrix_renyi_floor.py``). For one participation (b = n: G banded) the orders above the tables'
+are drawn cluster by cluster, up to 13 (:mod:`epscert.matrix.cluster_tilt`, whose ``choose_order`` and
+``tilt_for`` the sampler uses): the same values with Z̄ >= Z_θ in place of Z_θ.
 
 The tables. With W = e^G (entrywise, symmetric), write F_m(k_1..k_m) for the total weight of the tuples
 that begin with k_1..k_m: F_θ = w, F_m = Σ_{k_{m+1}} F_{m+1}. Then P(k_m | k_1..k_{m-1}) ∝ F_m(k_1..k_m)
@@ -309,12 +311,12 @@ def choose_order(pair, epsilons) -> int:
     return best
 
 
-def remove_tilt_log_values(xp, g_noise, tuples, g_rows, half_diag, log_z, theta: int, eps_list):
+def remove_tilt_log_values(xp, g_noise, tuples, g_rows, half_diag, log_z, theta: int, eps_list, shifted: bool = False):
     """(|ε|, N) logs of Y = Z_θ e^{(1-θ)L} (1 - e^{ε-L})_+ for g = Σ_j G e_{k_j} + g_noise (``tuples`` k, N x θ;
-    ``g_rows`` = G, whose row k is G e_k; ``log_z`` a number, or one per draw: the cluster proposal's log Z̄ρκ).
-    numpy: ``g_noise`` is overwritten with g."""
+    ``g_rows`` = G, whose row k is G e_k; ``log_z`` a number, or one per draw: the cluster proposal's log Z̄ρκ;
+    ``shifted``: ``g_noise`` is g already). numpy: ``g_noise`` is overwritten with g."""
     g = g_noise
-    for j in range(theta):
+    for j in range(0 if shifted else theta):
         if xp is np:  # the sampler's own fresh array: added in place
             g += g_rows[tuples[:, j]]
         else:

@@ -209,3 +209,16 @@ def test_cluster_order_coverage_against_the_bracket():
     lower = {d: bracket.delta(list(eps), d)[1] for d in ("remove", "add")}
     failures = run_coverage(toeplitz_strategy([1.0], b), sigma, b, eps, "tilted", 2000, 60, lower, upper, seed0=3000)
     assert limit(60, 0.1) > max(failures.values())
+
+
+def test_the_band_rows_add_the_same_shift_as_the_full_rows():
+    """ClusterTilt.shifted (each index's band row, in a padded copy) against g_noise + Σ_j G e_{k_j} with G's full
+    rows (loss_tilt's sum), on draws that reach both ends of the bins: equal to rounding."""
+    pair = pair_of(BANDED, 30, 30, 1.0)
+    tilt = cluster_tilt(pair, 7)
+    rng = stream_generator(45, 7)
+    tuples, _ = tilt.draw(rng, 5000)
+    assert tuples.min() == 0 and tuples.max() == pair.bins - 1
+    noise = rng.standard_normal((5000, pair.bins))
+    full = noise + sum(pair.g[tuples[:, j]] for j in range(7))
+    np.testing.assert_allclose(tilt.shifted(noise, tuples), full, rtol=0, atol=1e-12)
