@@ -240,9 +240,11 @@ def log_comb(n, k):
 class ClusterTilt:
     """Order-θ draws of the cluster proposal for one banded pair (module docstring): ``log_z`` = log Z̄."""
 
+    #: drawn cluster by cluster (numpy only: JAX draws tuples from loss_tilt's tables)
+    by_clusters = True
+
     def __init__(self, pair, theta: int, gas: ClusterGas) -> None:
         self.pair, self.theta, self.gas = pair, int(theta), gas
-        self.rowwise = False
         b, w, theta = pair.bins, gas.w, self.theta
         self.comps = compositions(theta)
         r = np.array([len(c) for c in self.comps])

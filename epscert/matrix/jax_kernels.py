@@ -72,7 +72,7 @@ def check_supported(sampler, method: Method) -> None:
     if isinstance(sampler, MatrixPairSampler) and method is Method.NAIVE:
         return
     if isinstance(sampler, mv.MatrixValueSampler) and method.value == sampler.method:
-        if sampler.method == "tilted" and not hasattr(sampler.tilt, "tables"):
+        if sampler.method == "tilted" and sampler.tilt.by_clusters:
             raise ValueError("backend='jax' draws the loss-tilted tuples from tables only; this run's order "
                              f"{sampler.order} is drawn by clusters (epscert.matrix.cluster_tilt): use backend='numpy'")
         return

@@ -142,6 +142,9 @@ class LossTilt:
     """Tables of Q_θ for one pair and order (module docstring): ``tables[m - 1]`` = F_m for m < θ,
     ``log_z`` = log Z_θ, ``weights`` = W = e^G."""
 
+    #: drawn from tables (JAX has these kernels), not by :mod:`epscert.matrix.cluster_tilt`
+    by_clusters = False
+
     def __init__(self, pair, theta: int) -> None:
         theta = int(theta)
         if not 1 <= theta <= max_order(pair):

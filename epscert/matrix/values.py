@@ -416,7 +416,7 @@ class MatrixValueSampler(ValueSampler):
             self.lines_per_sample = min(b, LINES_PER_SAMPLE)
         elif method == "tilted":
             if order is None:  # the order is the run's (config.samplers.value_sampler: the grid's), never a default here
-                raise ValueError("method='tilted' needs its order (epscert.matrix.loss_tilt.choose_order)")
+                raise ValueError("method='tilted' needs its order (epscert.matrix.cluster_tilt.choose_order)")
             self.tilt = tilt_for(pair, order)
         else:
             self.thresholds, self.log_p, self.log_m = remove_thresholds(pair, self.eps0)
@@ -444,7 +444,7 @@ class MatrixValueSampler(ValueSampler):
         return self.tilt.theta
 
     def block_size(self) -> int:
-        if self.method == "tilted" and hasattr(self.tilt, "shifted"):
+        if self.method == "tilted" and self.tilt.by_clusters:
             return max(CLUSTER_MIN_BLOCK, IMPORTANCE_BLOCK_ELEMENTS // self.pair.bins)
         if self.method in ("importance", "tilted"):
             return max(IMPORTANCE_MIN_BLOCK, IMPORTANCE_BLOCK_ELEMENTS // self.pair.bins)
@@ -512,7 +512,7 @@ class MatrixValueSampler(ValueSampler):
                                              self.add_log_prob, eps, -self.eps0 + 0.5 * self.vbar)
         if self.method == "tilted":
             tuples, log_weight = self.tilt.draw(rng, n)
-            banded = hasattr(self.tilt, "shifted")  # the cluster proposal adds each index's band row only
+            banded = self.tilt.by_clusters  # the cluster proposal adds each index's band row only
             g = self.tilt.shifted(g_noise, tuples) if banded else g_noise
             return remove_tilt_log_values(np, g, tuples, pair.g, pair.half_diag, self.tilt.log_z + log_weight,
                                           self.order, eps, shifted=banded)
