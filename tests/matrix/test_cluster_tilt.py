@@ -222,3 +222,27 @@ def test_the_band_rows_add_the_same_shift_as_the_full_rows():
     noise = rng.standard_normal((5000, pair.bins))
     full = noise + sum(pair.g[tuples[:, j]] for j in range(7))
     np.testing.assert_allclose(tilt.shifted(noise, tuples), full, rtol=0, atol=1e-12)
+
+
+@pytest.mark.slow
+def test_banded_one_participation_coverage_against_a_conditional_reference():
+    """n = b = 60, 4 bands, σ = 1, ε = 1.5, 2 (a cluster order, above the tables' 5): 100 seeded certificates of 5000
+    samples against a 200 000-sample conditional run (its standard error enters the mean check); each side fails
+    with probability <= β = 0.1, and a failure count reaching the binomial limit (false failure <= 1e-5) fails."""
+    import epscert  # noqa: PLC0415
+
+    from .helpers import row  # noqa: PLC0415
+
+    sigma, b, eps = 1.0, 60, (1.5, 2.0)
+    assert choose_order(pair_of(BANDED, b, b, sigma), eps) > max_order(pair_of(BANDED, b, b, sigma))
+    strategy = toeplitz_strategy(BANDED, b)
+    reference = epscert.certify(sampler="balls_and_bins_persistent", sigma=sigma, steps=b, epsilons=list(eps),
+                                method="conditional", samples=200_000, seed=98, strategy=strategy)
+    truth, truth_se = {}, {}
+    for d in ("remove", "add"):
+        rows = [row(reference, method="conditional", direction=d, epsilon=e) for e in eps]
+        truth[d] = np.array([r["delta"] for r in rows])
+        truth_se[d] = np.array([r["std_error"] for r in rows])
+    assert np.all(truth_se["remove"] < 0.01 * truth["remove"]), truth_se
+    failures = run_coverage(strategy, sigma, b, eps, "tilted", 5000, 100, truth, truth, seed0=7000, truth_se=truth_se)
+    assert limit(100, 0.1) > max(failures.values())
