@@ -246,3 +246,60 @@ def test_banded_one_participation_coverage_against_a_conditional_reference():
     assert np.all(truth_se["remove"] < 0.01 * truth["remove"]), truth_se
     failures = run_coverage(strategy, sigma, b, eps, "tilted", 5000, 100, truth, truth, seed0=7000, truth_se=truth_se)
     assert limit(100, 0.1) > max(failures.values())
+
+
+def one_participation_losses(c_col, n: int, sigma: float, remove: bool, count: int, rng, chunk: int = 4000):
+    """An independent naive sampler of the one-participation pair (no epscert code): L = log (1/n) Σ_k
+    exp(<a_k, w> - |a_k|²/2), a_k = C e_k/σ (column k of the banded Toeplitz C: c_i at row k + i < n), w = a_K + z
+    (REMOVE, K uniform) or z (ADD); every <a_k, w> at once as a correlation of w with c, O(n · bands) a draw."""
+    c = np.asarray(c_col, dtype=np.float64) / sigma
+    p = c.size
+    norms = np.array([np.sum(c[: min(p, n - k)] ** 2) for k in range(n)])
+    out = []
+    for start in range(0, count, chunk):
+        m = min(chunk, count - start)
+        w = rng.standard_normal((m, n + p))
+        w[:, n:] = 0.0  # rows past n do not exist
+        if remove:
+            k = rng.integers(0, n, size=m)
+            for i in range(p):
+                inside = k + i < n
+                w[np.flatnonzero(inside), (k + i)[inside]] += c[i]
+        dots = np.zeros((m, n))
+        for i in range(p):
+            dots += c[i] * w[:, i : i + n]
+        x = dots - norms / 2
+        top = x.max(axis=1)
+        out.append(top + np.log(np.mean(np.exp(x - top[:, None]), axis=1)))
+    return np.concatenate(out)
+
+
+def test_certificates_contain_an_independent_naive_estimate_at_one_participation():
+    """n = b = 300, 16 bands of binom(2i, i)/4^i, σ = 1.2, ε = 0.5 and 0.6 (δ about 3e-3 and 1e-3): the tilted
+    certificate (a cluster order: the tables stop at 3 for b = 300) and the conditional one contain the naive
+    estimate of 100 000 draws per direction (this file's own sampler), widened by Z_CLT of its standard errors."""
+    import epscert  # noqa: PLC0415
+
+    from benchmarks.matrix_rivals import binomial_c_col  # noqa: PLC0415
+
+    from .helpers import row  # noqa: PLC0415
+
+    n, sigma, eps = 300, 1.2, [0.5, 0.6]
+    c_col = binomial_c_col(16)
+    assert choose_order(pair_of(c_col, n, n, sigma), eps) > max_order(pair_of(c_col, n, n, sigma)) == 3
+    rng = stream_generator(46, 1)
+    naive = {}
+    for direction, remove in (("remove", True), ("add", False)):
+        loss = one_participation_losses(c_col, n, sigma, remove, 100_000, rng)
+        loss = loss if remove else -loss
+        vals = np.stack([-np.expm1(np.minimum(e - loss, 0.0)) for e in eps])
+        naive[direction] = (vals.mean(axis=1), vals.std(axis=1, ddof=1) / math.sqrt(loss.size))
+    assert np.all(naive["remove"][0] > 5e-4) and np.all(naive["add"][0] > 2e-4)  # the check resolves δ
+    for method, samples in (("tilted", 20_000), ("conditional", 2000)):
+        table = epscert.certify(sampler="balls_and_bins_persistent", sigma=sigma, steps=n, epsilons=eps, method=method,
+                                samples=samples, seed=11, strategy=toeplitz_strategy(c_col, n), error_prob=1e-3)
+        for direction in ("remove", "add"):
+            for i, e in enumerate(eps):
+                r = row(table, method=method, direction=direction, epsilon=e)
+                mean, se = naive[direction][0][i], naive[direction][1][i]
+                assert r["delta_lower"] - Z_CLT * se <= mean <= r["delta_upper"] + Z_CLT * se, (method, direction, e, r, mean)
