@@ -75,8 +75,7 @@ import math
 import numpy as np
 from scipy.special import gammaln, logsumexp
 
-from epscert.matrix.kernels import FLOAT_REL
-from epscert.matrix.loss_tilt import MAX_LOG_WEIGHT, law_tv, log_bound, loss_tilt, max_order
+from epscert.matrix.loss_tilt import MAX_LOG_WEIGHT, law_tv, log_bound, loss_tilt, max_order, tilt_value_range
 
 #: Most window states of a V table (C(θ_max - 2 + w, w) for V_1): 2·10^6 at θ_max = 11, w = 16 (about 5 CPU s).
 MAX_STATES = 2_100_000
@@ -259,8 +258,8 @@ class ClusterTilt:
             self.sizes[i, : len(c)] = c
 
     def value_range(self, epsilons) -> np.ndarray:
-        """B̄_θ(ε) >= every value (module docstring), FLOAT_REL on top."""
-        return np.exp(log_bound(self.log_z, self.theta, epsilons)) * (1.0 + 4 * FLOAT_REL)
+        """B̄_θ(ε) >= every value (module docstring): loss_tilt's range with Z̄ for Z_θ."""
+        return tilt_value_range(self.log_z, self.theta, epsilons)
 
     def value_slack(self, epsilons) -> np.ndarray:
         """TV · B̄_θ(ε): the most the computed law moves the mean (module docstring, Rounding)."""
@@ -285,15 +284,9 @@ class ClusterTilt:
         z = sorted_distinct(rng, np.maximum(slack, 0) + r, r, theta)  # (n, θ): r sorted values, then large
         starts = z - np.arange(theta)[None, :] + np.concatenate(
             [np.zeros((n, 1), dtype=np.int64), np.cumsum(span + w, axis=1)[:, :-1]], axis=1)
-        # particle positions: each cluster's start plus its offsets
-        cluster_of = np.repeat(np.arange(flat.size), flat)
-        offsets = shapes[shapes >= 0]
-        owner = np.repeat(np.arange(n), r)
-        first = np.concatenate([[0], np.cumsum(r)[:-1]])
-        rank = np.arange(flat.size) - np.repeat(first, r)  # cluster index within its sample
-        pos = starts[owner[cluster_of], rank[cluster_of]] + offsets
-        tuples = pos.reshape(n, theta)
-        tuples = np.where(slack[:, None] >= 0, tuples, 0)  # no placement: κ = 0, any tuple
+        # each cluster's start (row-major: the order of ``flat``) plus its offsets, cluster after cluster
+        pos = np.repeat(starts[sizes > 0], flat) + shapes[shapes >= 0]
+        tuples = np.where(slack[:, None] >= 0, pos.reshape(n, theta), 0)  # no placement: κ = 0, any tuple
         return tuples, log_kappa + self.log_rho(tuples)
 
     @functools.cached_property

@@ -132,6 +132,13 @@ def log_bound(log_z: float, theta: int, eps) -> np.ndarray:
     return log_z + (1.0 - theta) * eps + log_peak(theta)
 
 
+def tilt_value_range(log_z: float, theta: int, epsilons) -> np.ndarray:
+    """B_θ(ε) = e^{log_z} e^{(1-θ)ε} (θ-1)^{θ-1} θ^{-θ} >= every value of a tilt of order θ whose values carry this
+    log_z, FLOAT_REL on top (the values carry the same computed Z as the range: FLOAT_REL covers their own
+    rounding and Z's, module docstring)."""
+    return np.exp(log_bound(log_z, theta, epsilons)) * (1.0 + 4 * FLOAT_REL)
+
+
 def log_peak(theta: float) -> float:
     """log max_{u >= 1} (u - 1) u^{-θ} = (θ - 1) log(θ - 1) - θ log θ (at u = θ/(θ - 1)), θ > 1: the constant
     of every bound of the form (e^L - e^ε)_+ e^{-θL} <= e^{(1-θ)ε + log_peak(θ)}."""
@@ -193,9 +200,8 @@ class LossTilt:
         return full
 
     def value_range(self, epsilons) -> np.ndarray:
-        """B_θ(ε) >= every value, with Z_θ's rounding allowance (module docstring) and FLOAT_REL on top."""
-        # the values carry the same computed Z as the range: FLOAT_REL covers their own rounding
-        return np.exp(log_bound(self.log_z, self.theta, epsilons)) * (1.0 + 4 * FLOAT_REL)
+        """B_θ(ε) >= every value (:func:`tilt_value_range`)."""
+        return tilt_value_range(self.log_z, self.theta, epsilons)
 
     def value_slack(self, epsilons) -> np.ndarray:
         """TV · B_θ(ε): the most the computed tuple law moves the mean (module docstring, Rounding)."""
@@ -221,6 +227,12 @@ class LossTilt:
             weight = last_weights(np, self.weights, picks, self.rowwise and len(picks) == self.theta - 2)
             picks.append(inverse_cdf(np, weight, uniforms[:, len(picks)]))
         return np.stack(picks, axis=1)
+
+    def shifted(self, g_noise: np.ndarray, tuples: np.ndarray) -> np.ndarray:
+        """g = g_noise + Σ_j G e_{k_j}, formed in ``g_noise`` (the sampler's own fresh array) from G's full rows."""
+        for j in range(tuples.shape[1]):
+            g_noise += self.pair.g[tuples[:, j]]
+        return g_noise
 
     def draw(self, rng: np.random.Generator, n: int) -> tuple[np.ndarray, float]:
         """((n, θ) tuples of Q_θ, 0.0): the draws and the log of their weight's factor beyond Z_θ (none here; the
@@ -317,13 +329,10 @@ def choose_order(pair, epsilons) -> int:
 def remove_tilt_log_values(xp, g_noise, tuples, g_rows, half_diag, log_z, theta: int, eps_list, shifted: bool = False):
     """(|ε|, N) logs of Y = Z_θ e^{(1-θ)L} (1 - e^{ε-L})_+ for g = Σ_j G e_{k_j} + g_noise (``tuples`` k, N x θ;
     ``g_rows`` = G, whose row k is G e_k; ``log_z`` a number, or one per draw: the cluster proposal's log Z̄ρκ;
-    ``shifted``: ``g_noise`` is g already). numpy: ``g_noise`` is overwritten with g."""
+    ``shifted``: ``g_noise`` is g already, as the numpy sampler passes it: the tilt's ``shifted``)."""
     g = g_noise
     for j in range(0 if shifted else theta):
-        if xp is np:  # the sampler's own fresh array: added in place
-            g += g_rows[tuples[:, j]]
-        else:
-            g = g + g_rows[tuples[:, j]]
+        g = g + g_rows[tuples[:, j]]
     loss = mk.log_mean_exp(xp, g - half_diag)
     out = []
     for eps in eps_list:

@@ -512,10 +512,9 @@ class MatrixValueSampler(ValueSampler):
                                              self.add_log_prob, eps, -self.eps0 + 0.5 * self.vbar)
         if self.method == "tilted":
             tuples, log_weight = self.tilt.draw(rng, n)
-            banded = self.tilt.by_clusters  # the cluster proposal adds each index's band row only
-            g = self.tilt.shifted(g_noise, tuples) if banded else g_noise
+            g = self.tilt.shifted(g_noise, tuples)  # clusters: each index's band row only
             return remove_tilt_log_values(np, g, tuples, pair.g, pair.half_diag, self.tilt.log_z + log_weight,
-                                          self.order, eps, shifted=banded)
+                                          self.order, eps, shifted=True)
         if self.method == "conditional":
             lines = self.lines
             chosen = stratified_lines(rng.integers(0, pair.bins, size=n), pair.bins, self.lines_per_sample)

@@ -20,8 +20,10 @@ import math
 import numpy as np
 import pytest
 
+import epscert
+from benchmarks.matrix_rivals import binomial_c_col
 from epscert.allocation import bracket_for
-from epscert.config import Direction
+from epscert.config import Direction, Method
 from epscert.matrix.cluster_tilt import (
     ClusterGas, ClusterTilt, band_profile, choose_order, cluster_order_range, cluster_tilt, compositions, tilt_for,
 )
@@ -32,7 +34,7 @@ from epscert.matrix.strategies.gram import mode_gram
 from epscert.matrix.values import MatrixValueSampler
 from epscert.rng import stream_generator
 
-from .helpers import Z_CLT
+from .helpers import Z_CLT, row
 from .test_coverage import limit, run_coverage
 
 BANDED = [1.0, 0.5, 0.375, 0.3125]
@@ -191,7 +193,6 @@ def test_no_cluster_order_without_a_band():
     sampler = MatrixValueSampler(pair, "tilted", 1.0, order=8)
     pytest.importorskip("jax")
     from epscert.matrix import jax_kernels  # noqa: PLC0415
-    from epscert.config import Method  # noqa: PLC0415
 
     with pytest.raises(ValueError, match="clusters"):
         jax_kernels.check_supported(sampler, Method.TILTED)
@@ -229,10 +230,6 @@ def test_banded_one_participation_coverage_against_a_conditional_reference():
     """n = b = 60, 4 bands, σ = 1, ε = 1.5, 2 (a cluster order, above the tables' 5): 100 seeded certificates of 5000
     samples against a 200 000-sample conditional run (its standard error enters the mean check); each side fails
     with probability <= β = 0.1, and a failure count reaching the binomial limit (false failure <= 1e-5) fails."""
-    import epscert  # noqa: PLC0415
-
-    from .helpers import row  # noqa: PLC0415
-
     sigma, b, eps = 1.0, 60, (1.5, 2.0)
     assert choose_order(pair_of(BANDED, b, b, sigma), eps) > max_order(pair_of(BANDED, b, b, sigma))
     strategy = toeplitz_strategy(BANDED, b)
@@ -278,12 +275,6 @@ def test_certificates_contain_an_independent_naive_estimate_at_one_participation
     """n = b = 300, 16 bands of binom(2i, i)/4^i, σ = 1.2, ε = 0.5 and 0.6 (δ about 3e-3 and 1e-3): the tilted
     certificate (a cluster order: the tables stop at 3 for b = 300) and the conditional one contain the naive
     estimate of 100 000 draws per direction (this file's own sampler), widened by Z_CLT of its standard errors."""
-    import epscert  # noqa: PLC0415
-
-    from benchmarks.matrix_rivals import binomial_c_col  # noqa: PLC0415
-
-    from .helpers import row  # noqa: PLC0415
-
     n, sigma, eps = 300, 1.2, [0.5, 0.6]
     c_col = binomial_c_col(16)
     assert choose_order(pair_of(c_col, n, n, sigma), eps) > max_order(pair_of(c_col, n, n, sigma)) == 3
@@ -303,3 +294,19 @@ def test_certificates_contain_an_independent_naive_estimate_at_one_participation
                 r = row(table, method=method, direction=direction, epsilon=e)
                 mean, se = naive[direction][0][i], naive[direction][1][i]
                 assert r["delta_lower"] - Z_CLT * se <= mean <= r["delta_upper"] + Z_CLT * se, (method, direction, e, r, mean)
+
+
+@pytest.mark.slow
+def test_the_production_pair_weight_is_its_exact_z():
+    """n = b = 2000, 16 bands, σ = 1.2 (issue 33's one-participation row): θ_max is 11 (the state cap at w = 16);
+    at θ = 3 the tables' exact Z_3 lies in [Z̄/1.001, Z̄] (docs: Z̄/Z_3 = 1.0005) and E_π[Z̄ρκ] from 200 000
+    draws agrees with it within Z_CLT."""
+    pair = pair_of(binomial_c_col(16), 2000, 2000, 1.2)
+    top, gas = cluster_order_range(pair)
+    assert top == 11 and gas.w == 16
+    tilt = ClusterTilt(pair, 3, gas)
+    z = math.exp(LossTilt(pair, 3).log_z)
+    assert z <= math.exp(tilt.log_z) <= 1.001 * z
+    _, log_w = tilt.draw(stream_generator(47, 3), 200_000)
+    y = np.exp(tilt.log_z + log_w)
+    assert abs(float(y.mean()) - z) <= Z_CLT * float(y.std(ddof=1)) / math.sqrt(y.size)
