@@ -29,6 +29,7 @@ from epscert.bounds.monotone import monotone_lower, monotone_upper
 from epscert.bounds.truncated_lcb import LEVELS, truncated_lcb
 from epscert.dpsgd.conditional import FLOAT_REL, conditional_sampler
 from epscert.matrix.values import FLOAT_REL as MATRIX_FLOAT_REL
+from epscert.matrix.add_decoupled import add_bound, pair_edges
 from epscert.dpsgd.conditional_ucb import add_ucb, order_stats_domination, remove_tails, remove_ucb
 from epscert.config import BRACKET_METHODS, CertifyConfig, Direction, Method, Sampler, canonical_method
 from epscert.config.samplers import loss_sampler
@@ -221,6 +222,9 @@ def matrix_value_rows(config: CertifyConfig, method: Method, acc: acc_mod.Accumu
     Computed values are within FLOAT_REL of the exact ones: means are raised (UCB) or lowered (LCB) by it.
     Where the computed law of the draws may move the mean from δ by an additive amount (the sampler's
     ``value_slack``: the tilted estimator's tuple law), the UCB is raised and the LCB lowered by it.
+    ADD, where G is banded in the natural order (one participation): the UCB is the smaller of that one and
+    the decoupled-blocks Chernoff bound (:mod:`epscert.matrix.add_decoupled`), each at half the ADD β; the
+    second is formed only where the first exceeds the REMOVE UCB at some ε (elsewhere it cannot move 'both').
     """
     sampler = value_sampler(config, method)
     parts = config.direction.parts()
@@ -234,9 +238,18 @@ def matrix_value_rows(config: CertifyConfig, method: Method, acc: acc_mod.Accumu
         slack = sampler.value_slack(direction, config.epsilons).tolist()
         truncated = np.array([[sums.mean_extra(i * LEVELS + k) for k in range(LEVELS)] for i in range(n_eps)])
         ucbs = [1.0] * n_eps
+        # ADD where G is banded: the line's UCB at β/2 and the decoupled bound at β/2 (both hold at once w.p.
+        # >= 1 - β whether or not the second is formed); it is formed only where the line's UCB could bind
+        split = direction is Direction.ADD and pair_edges(matrix_pair(config)) is not None
+        line_beta = beta / 2.0 if split else beta
         if sums.count:
-            ucbs = raised_from_the_right([range_ucb(sums.mean(i), sums.mean_sq(i), sums.count, ranges[i], beta)
+            ucbs = raised_from_the_right([range_ucb(sums.mean(i), sums.mean_sq(i), sums.count, ranges[i], line_beta)
                                           + slack[i] for i in range(n_eps)])
+        decoupled = None
+        if split and (Direction.REMOVE not in per_dir
+                      or any(u > r["delta_upper"] for u, r in zip(ucbs, per_dir[Direction.REMOVE]))):
+            decoupled = add_bound(matrix_pair(config), config.samples, config.seed, beta / 2.0)
+            ucbs = np.minimum(ucbs, decoupled.upper(config.epsilons)).tolist()  # non-increasing in ε, as both are
         per_dir[direction] = []
         for i, eps in enumerate(config.epsilons):
             lower = truncated_lcb(truncated[i], ranges[i], sums.count, beta, MATRIX_FLOAT_REL) if sums.count else None
@@ -245,7 +258,8 @@ def matrix_value_rows(config: CertifyConfig, method: Method, acc: acc_mod.Accumu
             row = base_row(config, method, direction, eps, wall_seconds)
             row.update(sampled_fields(config, method, sums, i, 1.0, beta, acc.tags),
                        delta_upper=min(1.0, ucbs[i]), delta_lower=lower,
-                       bound=MATRIX_VALUE_BOUND_NAME, guarantee=sampler.guarantee)
+                       bound=MATRIX_VALUE_BOUND_NAME + ("+decoupled_chernoff" if split else ""),
+                       guarantee=sampler.guarantee)
             per_dir[direction].append(row)
         rows.extend(per_dir[direction])
     rows.extend(both_rows(config, per_dir))
