@@ -219,5 +219,11 @@ class DecoupledAddBound:
 @functools.lru_cache(maxsize=8)
 def add_bound(pair, samples: int, seed: int, error_prob: float) -> DecoupledAddBound | None:
     """The (cached) bound of one pair, sample count, seed and β (the passes of one ε search on the same seed
-    reuse it), or None where it does not apply (:func:`pair_edges`)."""
-    return None if pair_edges(pair) is None else DecoupledAddBound(pair, samples, seed, error_prob)
+    reuse it), or None where it does not apply (:func:`pair_edges`) or G is singular (no Cholesky factor: the
+    ADD rows then keep the line's bound alone)."""
+    if pair_edges(pair) is None:
+        return None
+    try:
+        return DecoupledAddBound(pair, samples, seed, error_prob)
+    except linalg.LinAlgError:
+        return None

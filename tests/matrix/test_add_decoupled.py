@@ -60,9 +60,11 @@ def test_the_chernoff_factor_is_the_least_multiple_of_the_exponential_above_the_
             assert abs(peak - 1) < 1e-12  # attained: no smaller multiple works
 
 
-def test_a_wrapped_band_gets_no_decoupled_bound():
+def test_a_wrapped_band_or_a_singular_g_gets_no_decoupled_bound():
     pair = cached_pair(toeplitz_strategy(binomial_col(4), 120), 40, 1.0)  # three participations: the band wraps
     assert ad.pair_edges(pair) is None and ad.add_bound(pair, 100, 0, 0.01) is None
+    singular = cached_pair(toeplitz_strategy([0.0, 1.0], 40), 40, 1.0)  # the last mode is zero: no Cholesky factor
+    assert ad.pair_edges(singular) is not None and ad.add_bound(singular, 100, 0, 0.01) is None
 
 
 @pytest.mark.parametrize("n, bands, sigma, eps", [(60, 4, 1.0, [0.05, 0.15]), (200, 8, 1.5, [0.1, 0.2])])
