@@ -18,11 +18,13 @@ bound stays near log(1/β)/N however small δ_add is. This bound has no range of
    G ⪯ G' = blockdiag(G'_1, .., G'_J) with G'_i = G_ii + Σ (η or 1/η) (the part in block i)(its transpose) over
    the columns that cross block i's edges. Under G' the blocks are independent.
    Rounding: the computed factor satisfies L Lᵀ = G + ΔG with |ΔG| <= γ_{h+2} |L| |L|ᵀ (Higham, Accuracy and
-   Stability, Thm 10.3, inner products of at most h + 1 terms), forming each block adds at most a few ulps of
-   its entries, and the sampling factor of each block has its own ΔB of the same form. Every block is given
-   τ I more, τ at least 2 ||ΔG||_∞ + ||ΔB||_∞ + the forming error (:func:`decoupled_blocks`, checked after the
-   factorisation): the law actually sampled, blockdiag(L_i L_iᵀ), is then ⪰ G exactly, and step 1 applies
-   to it (a larger G' only spreads S' further).
+   Stability, Thm 10.3, inner products of at most h + 1 terms); starting the blocks from G_ii rather than
+   (L Lᵀ)_ii costs blockdiag(ΔG_ii) - ΔG, at most 2 ||ΔG||_∞; each entry of a block is G_jk plus at most 2h
+   rounded terms (γ_{2h+3} of its row's absolute sum); the computed 1/η is raised by 4 ulps so that the two
+   factors' product stays >= 1; and the sampling factor of each block has its own ΔB, bounded like ΔG. Every
+   block is given τ I more, τ at least 2 ||ΔG||_∞ + ||ΔB||_∞ + the forming error (:func:`decoupled_blocks`
+   checks this after the factorisation and refactors with a larger τ if not): the law actually sampled,
+   blockdiag(L_i L_iᵀ), is then ⪰ G exactly, and step 1 applies to it (a larger G' only spreads S' further).
 
 3. **Chernoff, exactly.** For λ > 0, (1 - K s)_+ <= A(λ, ε) e^{-λ s} on s >= 0 with A = 1 for λ <= K and
    A = (K/λ) e^{λ/K - 1} for λ > K (the largest value of (1 - K s) e^{λ s} on [0, 1/K]). With T_i the sum of
@@ -30,7 +32,8 @@ bound stays near log(1/β)/N however small δ_add is. This bound has no range of
 
        δ_add(ε) <= A(λ, ε) E[e^{-λ S'}] = A(λ, ε) Π_i M_i(λ),    M_i(λ) = E[exp(-(λ/b) T_i)].
 
-4. **Each M_i from its own draws.** N draws of block i (its own dense Cholesky factor) give values
+4. **Each M_i from its own draws.** N draws of block i (its own dense Cholesky factor; N the run's sample
+   count, capped by ``MAX_FLOPS``) give values
    exp(-(λ/b) T_i) in [0, 1]; U_i(λ) = min(KL–Chernoff, empirical Bernstein), each at β'/2, with
    β' = β / (J |Λ|) over the blocks and the grid Λ of λ (Bonferroni). Rounding: every computed value is
    within an absolute :func:`value_slack` (about 10⁻¹³ here) of the exact one at its draw, and the sums of the
@@ -43,7 +46,7 @@ bound stays near log(1/β)/N however small δ_add is. This bound has no range of
    (:func:`epscert.rng.stream_generator` with ``STREAM_KEY`` and the block index).
 
 What it costs in tightness (n = b = 2000, 16 bands, σ = 1.2, 20 blocks, 10^5 draws, one core, 5 CPU s):
-δ_add(0.454) is about 2.3·10⁻⁸; steps 1–3 give 1.5·10⁻⁷ and the certified bound is 3.6·10⁻⁷, where the Jensen
+δ_add(0.454) is about 2.3·10⁻⁸; steps 1–3 give 1.5·10⁻⁷ and the certified bound is 2.8·10⁻⁷, where the Jensen
 range kept the ADD estimators' UCB near 6·10⁻⁵ (``benchmarks/matrix_add_side.py`` measures the other routes).
 """
 
@@ -68,6 +71,11 @@ MAX_BLOCKS = 20
 LAMBDAS = 2.0 ** (np.arange(0, 25) / 2.0)
 #: The stream of the block draws: rng.stream_generator(seed, STREAM_KEY, block).
 STREAM_KEY = int.from_bytes(hashlib.sha256(b"epscert.matrix.add_decoupled").digest()[:8], "big")
+#: Flops of one bound's block draws (N b ℓ for N draws of blocks of ℓ bins): N is the run's sample count, capped
+#: so that the draws stay near 4e10 flops (a few CPU s; b = 10^4 with blocks of 500: 8000), but not below
+#: MIN_SAMPLES. Any N keeps the bound valid; fewer draws only loosen the per-block UCBs.
+MAX_FLOPS = 4e10
+MIN_SAMPLES = 20_000
 #: Rows of one block draw (memory: CHUNK x block length float64).
 CHUNK = 8192
 UNIT_ROUNDOFF = 2.0**-53
@@ -126,15 +134,20 @@ def decoupled_blocks(g: np.ndarray, edges: np.ndarray) -> list[tuple[np.ndarray,
             if norm_a == 0.0 or norm_c == 0.0:
                 continue
             ia, ic = rows[left] - edges[i], rows[~left] - edge
-            for target, idx, part, ratio in ((i, ia, a, norm_c / norm_a), (i + 1, ic, c, norm_a / norm_c)):
+            eta = norm_c / norm_a
+            # the two factors' product must be >= 1 (η · 1/η): the second is raised past the rounding of both
+            inverse = (1.0 / eta) * (1.0 + 4.0 * UNIT_ROUNDOFF)
+            for target, idx, part, ratio in ((i, ia, a, eta), (i + 1, ic, c, inverse)):
                 term = ratio * np.outer(part, part)
                 blocks[target][np.ix_(idx, idx)] += term
                 sizes[target][np.ix_(idx, idx)] += np.abs(term)
     out = []
     for block, size_of in zip(blocks, sizes):
         size = block.shape[0]
-        # each entry is a sum of at most h + 2 terms, each rounded once (the outer products) before it is added
-        forming = _gamma(h + 3) * float(np.max(size_of.sum(axis=1)))
+        # each entry is G_jk plus at most 2h added terms (h per edge; a block shorter than 2h gets both edges'),
+        # each rounded once (the outer product) before it is added
+        forming = _gamma(2 * h + 3) * float(np.max(size_of.sum(axis=1)))
+        # a first guess at the factor's own error (checked below, and raised until it is covered)
         tau = 2.0 * delta_g + forming + _gamma(size + 1) * 4.0 * float(np.max(size_of.sum(axis=1)))
         while True:
             shifted = block + tau * np.eye(size)
@@ -180,7 +193,9 @@ class DecoupledAddBound:
         if samples < 2:
             raise ValueError(f"samples must be >= 2, got samples={samples}")
         self.blocks = len(edges) - 1
-        self.samples = int(samples)
+        width = int(np.max(np.diff(edges)))
+        samples = min(int(samples), max(MIN_SAMPLES, int(MAX_FLOPS / (g.shape[0] * width))))
+        self.samples = samples
         share = error_prob / (self.blocks * len(LAMBDAS))
         b = g.shape[0]
         log_u = np.zeros(len(LAMBDAS))
@@ -211,9 +226,15 @@ class DecoupledAddBound:
         self.log_ucbs = log_u
 
     def upper(self, epsilons) -> np.ndarray:
-        """min over λ of A(λ, ε) Π_i U_i(λ), per ε, capped at 1 (module docstring, step 4)."""
-        return np.array([min(1.0, math.exp(float(np.min(chernoff_log_factor(e) + self.log_ucbs))))
-                         for e in np.asarray(epsilons, dtype=float)])
+        """min over λ of A(λ, ε) Π_i U_i(λ), per ε >= 0, capped at 1 (module docstring, step 4); raised by a
+        relative 1e-12 for the rounding of the exponent's sum and of exp."""
+        eps = np.asarray(epsilons, dtype=float)
+        if np.any(~(eps >= 0.0)):
+            raise ValueError(f"epsilons must be >= 0 (and not NaN), got {eps[~(eps >= 0.0)][0]!r}")
+        # ε = inf: δ_add = E[(1 - ∞ S)_+] = 0, S > 0 almost surely
+        logs = [-math.inf if math.isinf(e) else min(0.0, float(np.min(chernoff_log_factor(e) + self.log_ucbs)))
+                for e in eps]
+        return np.minimum(1.0, np.exp(logs) * (1.0 + 1e-12))
 
 
 @functools.lru_cache(maxsize=8)

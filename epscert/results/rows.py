@@ -245,12 +245,11 @@ def matrix_value_rows(config: CertifyConfig, method: Method, acc: acc_mod.Accumu
         if sums.count:
             ucbs = raised_from_the_right([range_ucb(sums.mean(i), sums.mean_sq(i), sums.count, ranges[i], line_beta)
                                           + slack[i] for i in range(n_eps)])
-        decoupled = None
         if split and (Direction.REMOVE not in per_dir
-                      or any(u > r["delta_upper"] for u, r in zip(ucbs, per_dir[Direction.REMOVE]))):
+                      or any(min(1.0, u) > r["delta_upper"] for u, r in zip(ucbs, per_dir[Direction.REMOVE]))):
             decoupled = add_bound(matrix_pair(config), config.samples, config.seed, beta / 2.0)
             if decoupled is not None:  # None: G singular (the line's bound alone, still at β/2)
-                ucbs = np.minimum(ucbs, decoupled.upper(config.epsilons)).tolist()  # non-increasing in ε, as both
+                ucbs = raised_from_the_right(np.minimum(ucbs, decoupled.upper(config.epsilons)).tolist())
         per_dir[direction] = []
         for i, eps in enumerate(config.epsilons):
             lower = truncated_lcb(truncated[i], ranges[i], sums.count, beta, MATRIX_FLOAT_REL) if sums.count else None

@@ -33,7 +33,8 @@ def naive_add(g: np.ndarray, eps: list[float], draws: int, seed: int) -> tuple[n
 
 
 def test_the_sampled_block_law_dominates_g_in_loewner_order():
-    for bands, sigma, n in ((4, 1.0, 60), (16, 1.2, 300), (1, 2.0, 40)):
+    # (16, 0.7, 48): three blocks of h + 1 = 16 bins, so the middle one takes terms from both its edges
+    for bands, sigma, n in ((4, 1.0, 60), (16, 1.2, 300), (1, 2.0, 40), (16, 0.7, 48)):
         pair = cached_pair(toeplitz_strategy(binomial_col(bands), n), n, sigma)
         g = np.asarray(pair.g)
         edges = ad.pair_edges(pair)
@@ -45,6 +46,7 @@ def test_the_sampled_block_law_dominates_g_in_loewner_order():
         assert gap.min() > 0  # ⪰ G with the rounding allowance τ on top
         inner = slice(edges[1] + bands, edges[2] - bands)  # away from the edges G'_ii = G_ii (+ τ)
         assert np.allclose(sampled[inner, inner], g[inner, inner], rtol=0, atol=1e-11)
+    assert len(edges) == 4 and np.all(np.diff(edges) == 16)  # the last case: blocks shorter than 2h
 
 
 def test_the_chernoff_factor_is_the_least_multiple_of_the_exponential_above_the_hinge():
@@ -65,6 +67,14 @@ def test_a_wrapped_band_or_a_singular_g_gets_no_decoupled_bound():
     assert ad.pair_edges(pair) is None and ad.add_bound(pair, 100, 0, 0.01) is None
     singular = cached_pair(toeplitz_strategy([0.0, 1.0], 40), 40, 1.0)  # the last mode is zero: no Cholesky factor
     assert ad.pair_edges(singular) is not None and ad.add_bound(singular, 100, 0, 0.01) is None
+
+
+def test_the_bound_refuses_a_negative_or_nan_epsilon():
+    bound = ad.DecoupledAddBound(cached_pair(toeplitz_strategy(binomial_col(2), 20), 20, 1.0), 50, 0, 0.01)
+    for bad in (-0.1, float("nan")):
+        with pytest.raises(ValueError, match="epsilons must be >= 0"):
+            bound.upper([0.5, bad])
+    assert bound.upper([0.0, math.inf]).tolist()[1] == 0.0
 
 
 @pytest.mark.parametrize("n, bands, sigma, eps", [(60, 4, 1.0, [0.05, 0.15]), (200, 8, 1.5, [0.1, 0.2])])
