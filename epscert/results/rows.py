@@ -245,11 +245,13 @@ def matrix_value_rows(config: CertifyConfig, method: Method, acc: acc_mod.Accumu
         if sums.count:
             ucbs = raised_from_the_right([range_ucb(sums.mean(i), sums.mean_sq(i), sums.count, ranges[i], line_beta)
                                           + slack[i] for i in range(n_eps)])
+        formed = False  # whether the decoupled bound entered the UCB (the row's bound name says so)
         if split and (Direction.REMOVE not in per_dir
                       or any(min(1.0, u) > r["delta_upper"] for u, r in zip(ucbs, per_dir[Direction.REMOVE]))):
             decoupled = add_bound(matrix_pair(config), config.samples, config.seed, beta / 2.0)
             if decoupled is not None:  # None: G singular (the line's bound alone, still at β/2)
                 ucbs = raised_from_the_right(np.minimum(ucbs, decoupled.upper(config.epsilons)).tolist())
+                formed = True
         per_dir[direction] = []
         for i, eps in enumerate(config.epsilons):
             lower = truncated_lcb(truncated[i], ranges[i], sums.count, beta, MATRIX_FLOAT_REL) if sums.count else None
@@ -258,7 +260,7 @@ def matrix_value_rows(config: CertifyConfig, method: Method, acc: acc_mod.Accumu
             row = base_row(config, method, direction, eps, wall_seconds)
             row.update(sampled_fields(config, method, sums, i, 1.0, beta, acc.tags),
                        delta_upper=min(1.0, ucbs[i]), delta_lower=lower,
-                       bound=MATRIX_VALUE_BOUND_NAME + ("+decoupled_chernoff" if split else ""),
+                       bound=MATRIX_VALUE_BOUND_NAME + ("+decoupled_chernoff" if formed else ""),
                        guarantee=sampler.guarantee)
             per_dir[direction].append(row)
         rows.extend(per_dir[direction])
