@@ -54,7 +54,7 @@ from scipy.special import log_ndtr, logsumexp, ndtr
 
 from benchmarks.matrix_rivals import binomial_c_col
 from epscert.config.samplers import cached_pair
-from epscert.matrix.add_decoupled import DecoupledAddBound
+from epscert.matrix.add_decoupled import DecoupledAddBound, chernoff_log_factor
 from epscert.matrix.strategies import toeplitz_strategy
 
 BANDS = 16
@@ -109,7 +109,7 @@ def main(argv=None) -> None:
     parser.add_argument("--n", type=int, default=2000)
     parser.add_argument("--sigma", type=float, default=1.2)
     parser.add_argument("--samples", type=int, default=40_000)
-    parser.add_argument("--epsilons", type=float, nargs="+", default=[0.45, 0.5, 0.6])
+    parser.add_argument("--epsilons", type=float, nargs="+", default=[0.45, 0.454, 0.5, 0.6])
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args(argv)
     started = time.process_time()
@@ -189,9 +189,11 @@ def main(argv=None) -> None:
     clock = time.process_time()
     bound = DecoupledAddBound(pair, 100_000, args.seed, 0.0025)
     spent = time.process_time() - clock
-    print("\n| ε | certified δ_add <= | blocks | CPU s |\n|---|---|---|---|")
+    print("\n| ε | certified δ_add <= | steps 1-3 at the sample means (not a bound) | blocks | CPU s |"
+          "\n|---|---|---|---|---|")
     for eps in args.epsilons:
-        print(f"| {eps} | {bound.upper([eps])[0]:.3g} | {bound.blocks} | {spent:.1f} |")
+        at_means = math.exp(min(0.0, float(np.min(chernoff_log_factor(eps) + bound.log_means))))
+        print(f"| {eps} | {bound.upper([eps])[0]:.3g} | {at_means:.3g} | {bound.blocks} | {spent:.1f} |")
     print(f"\nCPU s: {time.process_time() - started:.1f}")
 
 

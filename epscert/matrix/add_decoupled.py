@@ -46,7 +46,7 @@ bound stays near log(1/β)/N however small δ_add is. This bound has no range of
    (:func:`epscert.rng.stream_generator` with ``STREAM_KEY`` and the block index).
 
 What it costs in tightness (n = b = 2000, 16 bands, σ = 1.2, 20 blocks, 10^5 draws, one core, 5 CPU s):
-δ_add(0.454) is about 2.3·10⁻⁸; steps 1–3 give 1.5·10⁻⁷ and the certified bound is 2.8·10⁻⁷, where the Jensen
+δ_add(0.454) is about 2.2·10⁻⁸; steps 1–3 at the sample means give 1.5·10⁻⁷ and the certified bound is 2.8·10⁻⁷, where the Jensen
 range kept the ADD estimators' UCB near 6·10⁻⁵ (``benchmarks/matrix_add_side.py`` measures the other routes).
 """
 
@@ -107,8 +107,8 @@ def _gamma(m: int) -> float:
     return m * UNIT_ROUNDOFF / (1.0 - m * UNIT_ROUNDOFF)
 
 
-def decoupled_blocks(g: np.ndarray, edges: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
-    """[(G'_i + τ I, its lower Cholesky factor)] for the blocks of ``edges`` (module docstring, step 2)."""
+def decoupled_blocks(g: np.ndarray, edges: np.ndarray) -> list[np.ndarray]:
+    """The lower Cholesky factors of G'_i + τ I for the blocks of ``edges`` (module docstring, step 2)."""
     b = g.shape[0]
     h = half_width(g)
     band = np.zeros((h + 1, b))
@@ -157,7 +157,7 @@ def decoupled_blocks(g: np.ndarray, edges: np.ndarray) -> list[tuple[np.ndarray,
             if tau >= 2.0 * delta_g + forming + delta_b:
                 break
             tau = 2.0 * (2.0 * delta_g + forming + delta_b)
-        out.append((shifted, factor))
+        out.append(factor)
     return out
 
 
@@ -199,9 +199,10 @@ class DecoupledAddBound:
         share = error_prob / (self.blocks * len(LAMBDAS))
         b = g.shape[0]
         log_u = np.zeros(len(LAMBDAS))
-        for i, (cov, factor) in enumerate(decoupled_blocks(g, edges)):
+        log_means = np.zeros(len(LAMBDAS))
+        for i, factor in enumerate(decoupled_blocks(g, edges)):
             rng = stream_generator(seed, STREAM_KEY, i)
-            size = cov.shape[0]
+            size = factor.shape[0]
             offset = 0.5 * (factor * factor).sum(axis=1)  # the sampled law's own variances
             reach = float(np.max(np.abs(factor).sum(axis=1)))
             first = np.zeros(len(LAMBDAS))
@@ -223,7 +224,10 @@ class DecoupledAddBound:
                 var = max(top - low * low, 0.0) * samples / (samples - 1)
                 ucb = min(kl_ucb(mean, samples, share / 2.0), eb_ucb(mean, var, samples, share / 2.0), 1.0)
                 log_u[k] += math.log(ucb) if ucb > 0.0 else -math.inf
+                log_means[k] += math.log(first[k] / samples) if first[k] > 0.0 else -math.inf
         self.log_ucbs = log_u
+        #: Σ_i log of the sample means (not a bound: what steps 1-3 give at the estimates, for benchmarks)
+        self.log_means = log_means
 
     def upper(self, epsilons) -> np.ndarray:
         """min over λ of A(λ, ε) Π_i U_i(λ), per ε >= 0, capped at 1 (module docstring, step 4); raised by a

@@ -40,7 +40,7 @@ def test_the_sampled_block_law_dominates_g_in_loewner_order():
         edges = ad.pair_edges(pair)
         assert edges is not None and np.all(np.diff(edges) >= ad.half_width(g) + 1)
         sampled = np.zeros_like(g)
-        for (lo, hi), (_, factor) in zip(zip(edges[:-1], edges[1:]), ad.decoupled_blocks(g, edges)):
+        for (lo, hi), factor in zip(zip(edges[:-1], edges[1:]), ad.decoupled_blocks(g, edges)):
             sampled[lo:hi, lo:hi] = factor @ factor.T
         gap = np.linalg.eigvalsh(sampled - g)
         assert gap.min() > 0  # ⪰ G with the rounding allowance τ on top
@@ -96,7 +96,7 @@ def test_each_block_ucb_covers_its_mean_over_seeds():
     blocks = ad.decoupled_blocks(g, edges)
     reference = np.zeros(len(ad.LAMBDAS))
     rng = np.random.default_rng(17)
-    for _, factor in blocks:
+    for factor in blocks:
         x = rng.standard_normal((300_000, factor.shape[0])) @ factor.T - 0.5 * (factor * factor).sum(axis=1)
         reference += np.log(np.exp(-np.outer(np.exp(x).sum(axis=1), ad.LAMBDAS / g.shape[0])).mean(axis=0))
     beta = 0.5
