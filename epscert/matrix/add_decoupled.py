@@ -46,8 +46,9 @@ bound stays near log(1/β)/N however small δ_add is. This bound has no range of
    (:func:`epscert.rng.stream_generator` with ``STREAM_KEY`` and the block index).
 
 What it costs in tightness (n = b = 2000, 16 bands, σ = 1.2, 20 blocks, 10^5 draws, one core, 5 CPU s):
-δ_add(0.454) is about 2.2·10⁻⁸; steps 1–3 at the sample means give 1.5·10⁻⁷ and the certified bound is 2.8·10⁻⁷, where the Jensen
-range kept the ADD estimators' UCB near 6·10⁻⁵ (``benchmarks/matrix_add_side.py`` measures the other routes).
+δ_add(0.454) is about 2.2·10⁻⁸; steps 1–3 at the sample means give 1.5·10⁻⁷ and the certified bound is
+2.8·10⁻⁷, where the Jensen range kept the ADD estimators' UCB near 6·10⁻⁵ (``benchmarks/matrix_add_side.py``
+prints these and measures the other routes).
 """
 
 from __future__ import annotations
