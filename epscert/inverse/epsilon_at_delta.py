@@ -122,7 +122,13 @@ def _brackets(coarse: np.ndarray, ucb: np.ndarray, deltas: Sequence[float],
               lcb: np.ndarray | None = None) -> dict[float, tuple[float, float, float]]:
     """For each δ whose crossing the coarse pass found: (lower end, one coarse step above it, and the
     last coarse ε whose LCB exceeds δ when ``lcb`` is given and that point is below the lower end,
-    else the lower end again)."""
+    else the lower end again).
+
+    Two-sided (``lcb`` given), a δ whose UCB never reaches it on the grid still gets a bracket for its lower
+    side when the LCB exceeds δ at the grid's first points: (the last of them, the next coarse point, the
+    same last point). The grid may stop early (:func:`matrix_search_grid`, at a deterministic upper bound
+    the Monte Carlo UCB does not reach), and the certified lower side is worth resolving there all the same;
+    the Monte Carlo upper side of such a δ is then inf, and a deterministic one answers."""
     out = {}
     for delta in deltas:
         hi = _first_below(coarse, ucb, delta)
@@ -134,6 +140,12 @@ def _brackets(coarse: np.ndarray, ucb: np.ndarray, deltas: Sequence[float],
                 above = np.flatnonzero(lcb[:k] > delta)
                 low = min(lo, float(coarse[above[-1]])) if above.size else lo
             out[delta] = (lo, float(coarse[min(k + 1, coarse.size - 1)]), low)
+        elif lcb is not None:
+            failing = np.flatnonzero(~(lcb > delta))
+            first_fail = int(failing[0]) if failing.size else coarse.size
+            if first_fail > 0:  # lower_epsilon's rule: the prefix of points with LCB > δ
+                lo = float(coarse[first_fail - 1])
+                out[delta] = (lo, float(coarse[min(first_fail, coarse.size - 1)]), lo)
     return out
 
 
@@ -148,11 +160,11 @@ def lower_epsilon(eps: np.ndarray, lcb: np.ndarray, delta: float) -> float | Non
 
 def matrix_search_grid(config: CertifyConfig, coarse: Sequence[float], delta: float) -> tuple[float, ...]:
     """The coarse grid of a matrix mechanism, cut after its first point where the comonotone upper
-    bound (:mod:`epscert.matrix.bracket`) is <= ``delta``: ε(δ) lies at or below that point, so
-    the search needs nothing beyond it (and past it the estimators' ranges underflow to 0). The cut
+    bound (:mod:`epscert.matrix.bracket`, both directions) is <= ``delta``: ε(δ) lies at or below that point,
+    so the search needs nothing beyond it (and past it the estimators' ranges underflow to 0). The cut
     depends on the configuration only, never on samples."""
     grid = np.asarray(sorted(coarse), dtype=np.float64)
-    upper = analytic_bounds(config, Method.COMONOTONE_UPPER_BOUND, Direction.REMOVE, grid)["upper"]
+    upper = analytic_bounds(config, Method.COMONOTONE_UPPER_BOUND, Direction.BOTH, grid)["upper"]
     done = np.flatnonzero(upper <= delta)
     return tuple(grid[: done[0] + 1].tolist()) if done.size else tuple(grid.tolist())
 

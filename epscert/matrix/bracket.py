@@ -31,7 +31,10 @@ Hence (``independent_lower_bound`` / ``comonotone_upper_bound``):
     upper: the Gaussian mechanism with sensitivity √v_max (no amplification by sampling at all):
            the upper side of the certified Gaussian bracket (SPEC §7 at σ = 1/√v_max).
 
-The upper bound ignores the sampling entirely and is loose; it is the honest ceiling. The lower
+The upper bound ignores the sampling entirely and is loose; it is the honest ceiling. At one participation
+(G banded in the natural order) ``comonotone_upper_bound`` also takes, ε by ε, the smaller of it and the
+same comparison made inside J independent blocks (:mod:`epscert.matrix.block_bound`: a block-diagonal G'' ⪰ G,
+each block at most one mode, i.e. Balls-and-Bins with T = J steps), which keeps some of the amplification. The lower
 bound is tight when the modes barely overlap (C close to diagonal) and exact in law for C = c·I when
 b divides n, where the pair *is* Balls-and-Bins and ``bracket_upper``/``bracket_lower`` give both sides of
 its bracket. One bin (b = 1) is the Gaussian mechanism itself (``exact``).
@@ -45,6 +48,7 @@ import numpy as np
 
 from epscert.allocation.bracket import bracket_for
 from epscert.analytic.deterministic import gaussian_bracket
+from epscert.matrix.block_bound import block_upper
 from epscert.names import Direction, Method
 
 
@@ -60,7 +64,11 @@ def matrix_bounds(gram, sigma: float, method: Method, direction: Direction, eps:
         lo, hi = gaussian_bracket(1.0 / math.sqrt(v_max), eps)
         return lo, hi, "exact", "gaussian_closed_form", 0.0
     if method is Method.COMONOTONE_UPPER_BOUND:
-        return None, gaussian_bracket(1.0 / math.sqrt(v_max), eps)[1], "upper_bound", "comonotone_gaussian", 0.0
+        upper = gaussian_bracket(1.0 / math.sqrt(v_max), eps)[1]
+        blocks = block_upper(gram, sigma, direction.value, eps)  # one participation: comonotone inside blocks
+        if blocks is None:
+            return None, upper, "upper_bound", "comonotone_gaussian", 0.0
+        return None, np.minimum(upper, blocks), "upper_bound", "comonotone_gaussian+blocks_allocation", 0.0
     if method in (Method.INDEPENDENT_LOWER_BOUND, Method.BRACKET_LOWER, Method.BRACKET_UPPER):
         if b == 1:
             lo, hi = gaussian_bracket(1.0 / math.sqrt(v_max), eps)

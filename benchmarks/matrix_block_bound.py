@@ -1,0 +1,67 @@
+"""Issue-33: the block-comonotone upper bound at one participation, next to the comonotone bound it refines.
+
+    python -m benchmarks.matrix_block_bound
+
+For the one-participation configurations of issue 33 (c_i = binom(2i, i)/4^i truncated to the bands, n = b),
+prints the blocks J, the log-variance v' of a block against the largest mode's v (the price of the split at the
+block edges), σ_eff = 1/√v', and the certified upper bounds on ε(δ) at δ = 1e-6, 1e-8, 1e-10 of:
+- the comonotone bound without blocks (the Gaussian mechanism of the largest mode: no amplification);
+- the block bound alone (:mod:`epscert.matrix.block_bound`: Balls-and-Bins with T = J at σ_eff, the upper side
+  of its PLD bracket);
+with the CPU seconds of the block bound (its split and its bracket; one core, time.process_time). The sampled
+intervals of the same configurations are in ``benchmarks/results/matrix_production.log``.
+"""
+
+from __future__ import annotations
+
+import os
+
+for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ[_var] = "1"
+
+import math  # noqa: E402
+import time  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+from benchmarks.matrix_rivals import binomial_c_col  # noqa: E402
+from epscert.allocation.bracket import bracket_for  # noqa: E402
+from epscert.analytic.deterministic import gaussian_bracket  # noqa: E402
+from epscert.config.samplers import cached_pair  # noqa: E402
+from epscert.matrix.block_bound import block_law  # noqa: E402
+from epscert.matrix.strategies import toeplitz_strategy  # noqa: E402
+
+CONFIGS = ((2000, 16, 1.2), (2000, 16, 0.6), (10_000, 64, 2.0))
+DELTAS = (1e-6, 1e-8, 1e-10)
+
+
+def gaussian_epsilon(sigma: float, delta: float) -> float:
+    """The smallest ε on a fine grid where the certified Gaussian upper δ is <= δ (a grid upper bound)."""
+    grid = np.linspace(0.0, 60.0, 60_001)
+    upper = gaussian_bracket(sigma, grid)[1]
+    return float(grid[np.flatnonzero(upper <= delta)[0]])
+
+
+def main() -> None:
+    print(f"# matrix_block_bound: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; one core "
+          "(thread variables 1), CPU s of time.process_time\n")
+    print("| n = b | bands | σ | J (block size) | v'/v | σ_eff | δ | comonotone, no blocks: ε <= | blocks: ε <= "
+          "| CPU s |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for n, bands, sigma in CONFIGS:
+        pair = cached_pair(toeplitz_strategy(np.array(binomial_c_col(bands)), n), n, sigma)
+        v = float(np.max(pair.diag))
+        start = time.process_time()
+        blocks, sigma_eff = block_law(pair.gram, sigma)
+        bracket = bracket_for(sigma_eff, blocks, 1)
+        for delta in DELTAS:
+            eps_block = bracket.epsilon_side(delta, "both", "upper")
+            cpu = time.process_time() - start
+            print(f"| {n:,} | {bands} | {sigma} | {blocks} ({n // blocks}) | {1 / (sigma_eff**2 * v):.3f} | "
+                  f"{sigma_eff:.4f} | {delta:.0e} | {gaussian_epsilon(1 / math.sqrt(v), delta):.3f} | "
+                  f"{eps_block:.3f} | {cpu:.1f} |")
+            start = time.process_time()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,126 @@
+"""The block-comonotone upper bound at one participation (epscert/matrix/block_bound.py): each step against an
+independent value (this file's own split, eigenvalues, the Balls-and-Bins bracket, its own naive sampler)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy.linalg import cholesky
+from scipy.special import comb, logsumexp
+
+from epscert import certify
+from epscert.allocation.bracket import bracket_for
+from epscert.config.samplers import cached_pair
+from epscert.matrix import block_bound as bb
+from epscert.matrix.strategies import toeplitz_strategy
+from tests.matrix.helpers import Z_CLT, row
+
+
+def binomial_col(bands: int) -> list[float]:
+    return [comb(2 * i, i) / 4**i for i in range(bands)]
+
+
+def band_of(g: np.ndarray, h: int) -> np.ndarray:
+    b = g.shape[0]
+    band = np.zeros((h + 1, b))
+    for d in range(h + 1):
+        band[d, : b - d] = np.diagonal(g, -d)
+    return band
+
+
+def test_block_count_is_the_largest_divisor_with_blocks_of_h_plus_one():
+    assert bb.block_count(2000, 15) == 125  # blocks of 16
+    assert bb.block_count(10_000, 63) == 125  # blocks of 80 (64 does not divide 10^4)
+    assert bb.block_count(12, 5) == 2
+    assert bb.block_count(97, 3) == 0  # prime: one block only, no bound
+    assert bb.block_count(12, 6) == 0  # blocks of 7 or more leave fewer than two
+    assert bb.block_count(40, 0) == 40  # a diagonal G: every bin its own block
+
+
+@pytest.mark.parametrize("power", [0.0, 0.5, 1.0])
+def test_the_split_covariance_dominates_g_and_its_diagonal_is_below_v_prime(power):
+    n, bands, sigma = 48, 4, 0.9
+    pair = cached_pair(toeplitz_strategy(binomial_col(bands), n), n, sigma)
+    g = np.asarray(pair.g)
+    h = bands - 1
+    blocks = bb.block_count(n, h)
+    assert blocks == 12
+    v_prime = bb.block_variance(band_of(g, h), blocks, (power,))
+    # this test's own G'': dense Cholesky, every column split at the block edges with η = (|c|/|a|)^p
+    chol = cholesky(g, lower=True)
+    size = n // blocks
+    split = np.zeros_like(g)
+    for j in range(n):
+        col = chol[:, j]
+        block = j // size
+        a = np.where(np.arange(n) // size == block, col, 0.0)
+        c = col - a
+        if not c.any():
+            split += np.outer(col, col)
+            continue
+        eta = (np.linalg.norm(c) / np.linalg.norm(a)) ** power
+        split += (1 + eta) * np.outer(a, a) + (1 + 1 / eta) * np.outer(c, c)
+    same_block = (np.arange(n)[:, None] // size) == (np.arange(n)[None, :] // size)
+    assert np.all(split[~same_block] == 0.0)  # block-diagonal
+    assert np.linalg.eigvalsh(split - g).min() > -1e-12  # G'' ⪰ G
+    assert np.max(np.diag(split)) <= v_prime <= np.max(np.diag(split)) * (1 + 1e-9)
+    assert v_prime > np.max(np.diag(g)) * 1.2  # the edges do inflate: the check is not vacuous
+
+
+def test_a_diagonal_g_is_balls_and_bins_at_its_own_steps():
+    # C = c I, b = n: G is diagonal, every bin its own block, no split: the bound is the bracket's upper side
+    n, sigma, c = 40, 1.1, 0.8
+    strategy = toeplitz_strategy([c], n)
+    pair = cached_pair(strategy, n, sigma)
+    blocks, sigma_eff = bb.block_law(pair.gram, sigma)
+    assert blocks == n
+    assert sigma_eff == pytest.approx(sigma / c, rel=1e-12) and sigma_eff <= sigma / c
+    eps = np.array([0.5, 1.0, 2.0])
+    got = bb.block_upper(pair.gram, sigma, "both", eps)
+    exact = bracket_for(sigma / c, n, 1)
+    assert np.all(got >= exact.delta_side(eps, "both", "lower"))
+    assert np.allclose(got, exact.delta_side(eps, "both", "upper"), rtol=1e-6)
+
+
+def test_several_participations_or_no_room_get_no_bound():
+    wrapped = cached_pair(toeplitz_strategy(binomial_col(4), 120), 40, 1.5)  # b = 40 < n: the band wraps
+    assert bb.block_law(wrapped.gram, 1.5) is None
+    prime = cached_pair(toeplitz_strategy(binomial_col(4), 97), 97, 1.5)
+    assert bb.block_law(prime.gram, 1.5) is None
+
+
+@pytest.mark.parametrize("n, bands, sigma", [(60, 8, 0.8), (120, 16, 1.5)])
+def test_the_bound_is_above_a_naive_estimate_in_both_directions_and_below_the_plain_comonotone(n, bands, sigma):
+    pair = cached_pair(toeplitz_strategy(binomial_col(bands), n), n, sigma)
+    g = np.asarray(pair.g)
+    rng = np.random.default_rng(11)
+    draws = 200_000
+    x = (cholesky(g, lower=True) @ rng.standard_normal((n, draws))).T - np.diag(g) / 2
+    s = np.exp(logsumexp(x, axis=1) - math.log(n))
+    eps = np.array([0.25, 0.5, 1.0, 1.5])
+    remove = np.maximum(s[None, :] - np.exp(eps)[:, None], 0.0)
+    add = np.maximum(1.0 - np.exp(eps)[:, None] * s[None, :], 0.0)
+    for direction, vals in (("remove", remove), ("add", add)):
+        bound = bb.block_upper(pair.gram, sigma, direction, eps)
+        mean, se = vals.mean(axis=1), vals.std(axis=1) / math.sqrt(draws)
+        assert np.all(mean - Z_CLT * se <= bound), (direction, mean, bound)
+    # it bites: below the Gaussian mechanism of the largest mode (the comonotone bound without blocks)
+    from epscert.analytic.deterministic import gaussian_bracket
+    plain = gaussian_bracket(1.0 / math.sqrt(float(np.max(np.diag(g)))), eps)[1]
+    both = bb.block_upper(pair.gram, sigma, "both", eps)
+    assert np.all(both <= plain) and np.all(both < 0.9 * plain)
+
+
+def test_the_comonotone_method_uses_it_at_one_participation():
+    n, sigma = 400, 2.0
+    strategy = toeplitz_strategy(binomial_col(32), n)
+    table = certify(sampler="balls_and_bins_persistent", sigma=sigma, steps=n, epsilons=[0.5, 1.0],
+                    method="comonotone_upper_bound", strategy=strategy, direction="both")
+    pair = cached_pair(strategy, n, sigma)
+    for eps in (0.5, 1.0):
+        r = row(table, direction="both", epsilon=eps, method="comonotone_upper_bound")
+        assert r["bound"] == "comonotone_gaussian+blocks_allocation"
+        assert r["delta_upper"] >= bb.block_upper(pair.gram, sigma, "both", [eps])[0] * (1 - 1e-12)
+        assert r["delta_upper"] <= bb.block_upper(pair.gram, sigma, "both", [eps])[0] * (1 + 1e-9)
