@@ -104,8 +104,44 @@ def pair_edges(pair) -> np.ndarray | None:
     return block_edges(g.shape[0], half_width(g))
 
 
-def _gamma(m: int) -> float:
+def gamma_n(m: int) -> float:
+    """Higham's γ_m = m u / (1 - m u), u the unit roundoff."""
     return m * UNIT_ROUNDOFF / (1.0 - m * UNIT_ROUNDOFF)
+
+
+def banded_factor(band: np.ndarray) -> tuple[np.ndarray, float]:
+    """(lower, e): G's banded Cholesky factor from its band (band[d, k] = G_{k+d, k}, d = 0..h), as
+    lower[d, j] = L[j + d, j], and e >= ||ΔG||_∞ for L Lᵀ = G + ΔG (module docstring, step 2: Higham's
+    γ_{h+2} |L||L|ᵀ, formed with |L|ᵀ 1 first, the column sums of |L|)."""
+    h, b = band.shape[0] - 1, band.shape[1]
+    lower = linalg.cholesky_banded(band, lower=True)
+    col_sums = np.abs(lower).sum(axis=0)
+    row_bound = np.zeros(b)
+    for d in range(h + 1):
+        row_bound[d:] += np.abs(lower[d, : b - d]) * col_sums[: b - d]
+    return lower, gamma_n(h + 2) * float(np.max(row_bound)) * (1.0 + 4.0 * (h + 2) * UNIT_ROUNDOFF)
+
+
+def scaled_norm(x: np.ndarray) -> float:
+    """||x||_2 formed as max|x| · ||x / max|x||| (no underflow to 0 for a nonzero x with tiny entries)."""
+    top = float(np.max(np.abs(x)))
+    return top * float(np.sqrt(np.sum((x / top) ** 2))) if top > 0.0 else 0.0
+
+
+def crossing_columns(lower: np.ndarray, edges):
+    """For every inner block edge (index i: between blocks i and i + 1) and every factor column j crossing it
+    (j < edge <= j + h): (i, edge, rows of its part a in block i, a, rows of its part c in block i + 1, c),
+    rows absolute; columns with a zero part are left out (nothing to split)."""
+    h, b = lower.shape[0] - 1, lower.shape[1]
+    for i, edge in enumerate(edges[1:-1]):
+        for j in range(max(edge - h, 0), edge):
+            rows = j + np.arange(h + 1)
+            keep = rows < b
+            col, rows = lower[:, j][keep], rows[keep]
+            left = rows < edge
+            a, c = col[left], col[~left]
+            if np.any(a != 0.0) and np.any(c != 0.0):
+                yield i, edge, rows[left], a, rows[~left], c
 
 
 def decoupled_blocks(g: np.ndarray, edges: np.ndarray) -> list[np.ndarray]:
@@ -115,46 +151,31 @@ def decoupled_blocks(g: np.ndarray, edges: np.ndarray) -> list[np.ndarray]:
     band = np.zeros((h + 1, b))
     for d in range(h + 1):
         band[d, : b - d] = np.diagonal(g, -d)
-    lower = linalg.cholesky_banded(band, lower=True)  # lower[d, j] = L[j + d, j]
-    # ||ΔG||_∞ <= γ_{h+2} max_r (|L| |L|ᵀ 1)_r, formed with |L|ᵀ 1 first (column sums of |L|)
-    col_sums = np.abs(lower).sum(axis=0)
-    row_bound = np.zeros(b)
-    for d in range(h + 1):
-        row_bound[d:] += np.abs(lower[d, : b - d]) * col_sums[: b - d]
-    delta_g = _gamma(h + 2) * float(np.max(row_bound)) * (1.0 + 4.0 * (h + 2) * UNIT_ROUNDOFF)
+    lower, delta_g = banded_factor(band)
     blocks = [g[lo:hi, lo:hi].copy() for lo, hi in zip(edges[:-1], edges[1:])]
     sizes = [np.abs(block) for block in blocks]  # |G_ii| + Σ |added terms|: what the forming error scales with
-    for i, edge in enumerate(edges[1:-1]):
-        for j in range(max(edge - h, 0), edge):  # columns j < edge <= j + h cross this edge
-            rows = j + np.arange(h + 1)
-            keep = rows < b
-            col, rows = lower[:, j][keep], rows[keep]
-            left = rows < edge
-            a, c = col[left], col[~left]
-            norm_a, norm_c = float(np.linalg.norm(a)), float(np.linalg.norm(c))
-            if norm_a == 0.0 or norm_c == 0.0:
-                continue
-            ia, ic = rows[left] - edges[i], rows[~left] - edge
-            eta = norm_c / norm_a
-            # the two factors' product must be >= 1 (η · 1/η): the second is raised past the rounding of both
-            inverse = (1.0 / eta) * (1.0 + 4.0 * UNIT_ROUNDOFF)
-            for target, idx, part, ratio in ((i, ia, a, eta), (i + 1, ic, c, inverse)):
-                term = ratio * np.outer(part, part)
-                blocks[target][np.ix_(idx, idx)] += term
-                sizes[target][np.ix_(idx, idx)] += np.abs(term)
+    for i, edge, rows_a, a, rows_c, c in crossing_columns(lower, edges):
+        ia, ic = rows_a - edges[i], rows_c - edge
+        eta = scaled_norm(c) / scaled_norm(a)
+        # the two factors' product must be >= 1 (η · 1/η): the second is raised past the rounding of both
+        inverse = (1.0 / eta) * (1.0 + 4.0 * UNIT_ROUNDOFF)
+        for target, idx, part, ratio in ((i, ia, a, eta), (i + 1, ic, c, inverse)):
+            term = ratio * np.outer(part, part)
+            blocks[target][np.ix_(idx, idx)] += term
+            sizes[target][np.ix_(idx, idx)] += np.abs(term)
     out = []
     for block, size_of in zip(blocks, sizes):
         size = block.shape[0]
         # each entry is G_jk plus at most 2h added terms (h per edge; a block shorter than 2h gets both edges'),
         # each rounded once (the outer product) before it is added
-        forming = _gamma(2 * h + 3) * float(np.max(size_of.sum(axis=1)))
+        forming = gamma_n(2 * h + 3) * float(np.max(size_of.sum(axis=1)))
         # a first guess at the factor's own error (checked below, and raised until it is covered)
-        tau = 2.0 * delta_g + forming + _gamma(size + 1) * 4.0 * float(np.max(size_of.sum(axis=1)))
+        tau = 2.0 * delta_g + forming + gamma_n(size + 1) * 4.0 * float(np.max(size_of.sum(axis=1)))
         while True:
             shifted = block + tau * np.eye(size)
             factor = linalg.cholesky(shifted, lower=True)
             absf = np.abs(factor)
-            delta_b = _gamma(size + 1) * float(np.max(absf @ absf.sum(axis=0))) * (1.0 + 4.0 * size * UNIT_ROUNDOFF)
+            delta_b = gamma_n(size + 1) * float(np.max(absf @ absf.sum(axis=0))) * (1.0 + 4.0 * size * UNIT_ROUNDOFF)
             if tau >= 2.0 * delta_g + forming + delta_b:
                 break
             tau = 2.0 * (2.0 * delta_g + forming + delta_b)
@@ -170,8 +191,8 @@ def value_slack(size: int, z_max: float, reach: float, offset_max: float) -> flo
     a relative r = e^{e_x} - 1 + γ_{ℓ+2}, and y = (λ/b) T within r + 2u. Then |e^{-ŷ} - e^{-y}| <= (r + 2u) y e^{-y}
     (1 + o(1)) + u e^{-y} <= (r + 2u)/e + u, the largest of y e^{-y} being 1/e; doubled for the o(1) terms.
     """
-    e_x = _gamma(size + 2) * (z_max * reach + offset_max)
-    r = math.expm1(e_x) + _gamma(size + 2)
+    e_x = gamma_n(size + 2) * (z_max * reach + offset_max)
+    r = math.expm1(e_x) + gamma_n(size + 2)
     return 2.0 * ((r + 2.0 * UNIT_ROUNDOFF) / math.e + UNIT_ROUNDOFF)
 
 

@@ -48,17 +48,13 @@ import numpy as np
 from scipy import linalg
 
 from epscert.allocation.bracket import MAX_EPSILON, bracket_for
+from epscert.matrix.add_decoupled import UNIT_ROUNDOFF, banded_factor, crossing_columns, gamma_n, scaled_norm
 from epscert.support import BRACKET_MIN_SIGMA
 
-UNIT_ROUNDOFF = 2.0**-53
 #: η = (||c||/||a||)^p for each p here; the smallest v' is kept (p = 0: η = 1, every crossing entry doubled)
 SPLIT_POWERS = (0.0, 0.25, 0.5, 0.75, 1.0)
 #: Most steps of the Balls-and-Bins bracket (its own limit is 10^6; its cost grows with log T only)
 MAX_BLOCKS = 1_000_000
-
-
-def _gamma(m: int) -> float:
-    return m * UNIT_ROUNDOFF / (1.0 - m * UNIT_ROUNDOFF)
 
 
 def natural_half_width(g0: np.ndarray) -> int:
@@ -81,22 +77,14 @@ def block_count(bins: int, h: int) -> int:
 def block_variance(band: np.ndarray, blocks: int, powers=SPLIT_POWERS) -> float:
     """v' of step 1, the smallest over the split powers p, from G's band (band[d, k] = G_{k+d, k}, d = 0..h)."""
     h, b = band.shape[0] - 1, band.shape[1]
-    lower = linalg.cholesky_banded(band, lower=True)  # lower[d, j] = L[j + d, j]
+    lower, delta_g = banded_factor(band)  # lower[d, j] = L[j + d, j]; ||ΔG||_∞ <= delta_g
     base = np.zeros(b)  # diag(L Lᵀ)
     for d in range(h + 1):
         base[d:] += lower[d, : b - d] ** 2
     size = b // blocks
-    crossing = []  # (rows on the left, their l², rows on the right, their l², ||c||/||a||) per crossing column
-    for edge in range(size, b, size):
-        for j in range(max(edge - h, 0), edge):  # columns j < edge <= j + h cross this edge
-            rows = j + np.arange(h + 1)
-            keep = rows < b
-            col, rows = lower[:, j][keep], rows[keep]
-            left = rows < edge
-            a, c = col[left], col[~left]
-            norm_a, norm_c = float(np.linalg.norm(a)), float(np.linalg.norm(c))
-            if norm_a > 0.0 and norm_c > 0.0:
-                crossing.append((rows[left], a**2, rows[~left], c**2, norm_c / norm_a))
+    # (rows on the left, their l², rows on the right, their l², ||c||/||a||) of every column crossing an edge
+    crossing = [(rows_a, a**2, rows_c, c**2, scaled_norm(c) / scaled_norm(a))
+                for _, _, rows_a, a, rows_c, c in crossing_columns(lower, np.arange(0, b + 1, size))]
     best = math.inf
     for power in powers:
         diag = base.copy()
@@ -106,21 +94,16 @@ def block_variance(band: np.ndarray, blocks: int, powers=SPLIT_POWERS) -> float:
             # β - 1 = (1/η)(1 + 4u), so that (α - 1)(β - 1) >= 1 after the roundings of η and 1/η
             diag[rows_c] += (1.0 / eta) * (1.0 + 4.0 * UNIT_ROUNDOFF) * c2
         best = min(best, float(np.max(diag)))
-    col_sums = np.abs(lower).sum(axis=0)
-    row_bound = np.zeros(b)
-    for d in range(h + 1):
-        row_bound[d:] += np.abs(lower[d, : b - d]) * col_sums[: b - d]
-    delta_g = _gamma(h + 2) * float(np.max(row_bound)) * (1.0 + 4.0 * (h + 2) * UNIT_ROUNDOFF)
     rows_abs = np.zeros(b)  # the row sums of |Ĝ|: entries G_{k,k-d} and G_{k,k+d}
     for d in range(h + 1):
         rows_abs[d:] += np.abs(band[d, : b - d])
         if d:
             rows_abs[: b - d] += np.abs(band[d, : b - d])
     # Ĝ = G0 · (1/σ²) rounded: within 4u of G entrywise (σ², its inverse, the product): G ⪯ Ĝ + 4u ||G||_∞ I
-    tau = delta_g + 4.0 * UNIT_ROUNDOFF * float(np.max(rows_abs)) * (1.0 + _gamma(2 * h + 6))
+    tau = delta_g + 4.0 * UNIT_ROUNDOFF * float(np.max(rows_abs)) * (1.0 + gamma_n(2 * h + 6))
     # each diagonal entry is a sum of at most 2h + 1 terms (h + 1 squares, at most h added splits), three
     # roundings each: the exact one is at most the computed one times 1 + 2 γ_{2h+5}
-    return (best * (1.0 + 2.0 * _gamma(2 * h + 5)) + tau) * (1.0 + 4.0 * UNIT_ROUNDOFF)
+    return (best * (1.0 + 2.0 * gamma_n(2 * h + 5)) + tau) * (1.0 + 4.0 * UNIT_ROUNDOFF)
 
 
 @functools.lru_cache(maxsize=8)
@@ -141,6 +124,8 @@ def block_law(gram, sigma: float) -> tuple[int, float] | None:
     try:
         v_prime = block_variance(band, blocks)
     except linalg.LinAlgError:  # G singular to working precision: no banded factor, no bound
+        return None
+    if not math.isfinite(v_prime):  # a split factor overflowed (parts 10^308 apart in size): no bound
         return None
     sigma_eff = (1.0 / math.sqrt(v_prime)) * (1.0 - 4.0 * UNIT_ROUNDOFF)
     if sigma_eff < BRACKET_MIN_SIGMA:
