@@ -6,9 +6,12 @@ For the one-participation configurations of issue 33 (c_i = binom(2i, i)/4^i tru
 prints the blocks J, the log-variance v' of a block against the largest mode's v (the price of the split at the
 block edges), σ_eff = 1/√v', and the certified upper bounds on ε(δ) at δ = 1e-6, 1e-8, 1e-10 of:
 - the comonotone bound without blocks (the Gaussian mechanism of the largest mode: no amplification);
-- the block bound alone (:mod:`epscert.matrix.block_bound`: Balls-and-Bins with T = J at σ_eff, the upper side
-  of its PLD bracket);
-with the CPU seconds of the block bound (its split and its bracket; one core, time.process_time). The sampled
+- the block bound with one lognormal per block (:mod:`epscert.matrix.block_bound`, step 4: Balls-and-Bins with
+  T = J at σ_eff, the upper side of its PLD bracket);
+- the block bound with the per-site mixture (steps 3'-4', what the product uses: the smallest over the split
+  powers of the mixture brackets of :mod:`epscert.allocation.mixture`), with the split power that gave it and
+  the mean log-variance of its mixture against v;
+with the CPU seconds of each (the split and the brackets; one core, time.process_time). The sampled
 intervals of the same configurations are in ``benchmarks/results/matrix_production.log``.
 """
 
@@ -28,7 +31,8 @@ from benchmarks.matrix_rivals import binomial_c_col  # noqa: E402
 from epscert.allocation.bracket import bracket_for  # noqa: E402
 from epscert.analytic.deterministic import gaussian_bracket  # noqa: E402
 from epscert.config.samplers import cached_pair  # noqa: E402
-from epscert.matrix.block_bound import block_law  # noqa: E402
+from epscert.allocation.mixture import mixture_bracket_for  # noqa: E402
+from epscert.matrix.block_bound import block_law, block_mixtures  # noqa: E402
 from epscert.matrix.strategies import toeplitz_strategy  # noqa: E402
 
 CONFIGS = ((2000, 16, 1.2), (2000, 16, 0.6), (10_000, 64, 2.0))
@@ -45,8 +49,8 @@ def gaussian_epsilon(sigma: float, delta: float) -> float:
 def main() -> None:
     print(f"# matrix_block_bound: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; one core "
           "(thread variables 1), CPU s of time.process_time\n")
-    print("| n = b | bands | σ | J (block size) | v'/v | σ_eff | δ | comonotone, no blocks: ε <= | blocks: ε <= "
-          "| CPU s |")
+    print("| n = b | bands | σ | J (block size) | δ | comonotone, no blocks: ε <= | one lognormal per block: v'/v, "
+          "ε <= | CPU s | per-site mixture: split, mean v*/v, ε <= | CPU s |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     for n, bands, sigma in CONFIGS:
         pair = cached_pair(toeplitz_strategy(np.array(binomial_c_col(bands)), n), n, sigma)
@@ -54,13 +58,21 @@ def main() -> None:
         start = time.process_time()
         blocks, sigma_eff = block_law(pair.gram, sigma)
         bracket = bracket_for(sigma_eff, blocks, 1)
-        for delta in DELTAS:
-            eps_block = bracket.epsilon_side(delta, "both", "upper")
-            cpu = time.process_time() - start
-            print(f"| {n:,} | {bands} | {sigma} | {blocks} ({n // blocks}) | {1 / (sigma_eff**2 * v):.3f} | "
-                  f"{sigma_eff:.4f} | {delta:.0e} | {gaussian_epsilon(1 / math.sqrt(v), delta):.3f} | "
-                  f"{eps_block:.3f} | {cpu:.1f} |")
-            start = time.process_time()
+        single = [bracket.epsilon_side(delta, "both", "upper") for delta in DELTAS]
+        cpu_single = time.process_time() - start
+        start = time.process_time()
+        _, mixtures = block_mixtures(pair.gram, sigma)
+        per_power = [[mixture_bracket_for(s, w, blocks).epsilon_side(delta, "both", "upper") for delta in DELTAS]
+                     for _, s, w in mixtures]
+        cpu_mix = time.process_time() - start
+        for i, delta in enumerate(DELTAS):
+            best = min(range(len(mixtures)), key=lambda k: per_power[k][i])
+            power, s, w = mixtures[best]
+            mean_v = float(np.dot(w, 1.0 / np.square(s)))
+            print(f"| {n:,} | {bands} | {sigma} | {blocks} ({n // blocks}) | {delta:.0e} | "
+                  f"{gaussian_epsilon(1 / math.sqrt(v), delta):.3f} | {1 / (sigma_eff**2 * v):.3f}, {single[i]:.3f} | "
+                  f"{cpu_single if i == 0 else 0.0:.1f} | {power}, "
+                  f"{mean_v / v:.3f}, {per_power[best][i]:.3f} | {cpu_mix if i == 0 else 0.0:.1f} |")
 
 
 if __name__ == "__main__":

@@ -30,7 +30,8 @@ import math
 import numpy as np
 from scipy import special
 
-from epscert.allocation.cells import FP_SAFETY, LOG_NORMAL_GUARD, LOG_TOP_LIMIT, NORMAL_GUARD, UNIT_ROUNDOFF, CellLaw
+from epscert.allocation.cells import (FP_SAFETY, LOG_NORMAL_GUARD, LOG_TOP_LIMIT, NORMAL_GUARD, UNIT_ROUNDOFF, CellLaw,
+                                     gamma_n)
 
 #: Relative error allowed for one scipy ndtr evaluation (a generous multiple of the roundoff).
 NDTR_REL_ERROR = 16.0 * UNIT_ROUNDOFF
@@ -137,16 +138,48 @@ def base_laws(sigma: float, log_c: float, cells: int, tau: float) -> tuple[CellL
     more outward factor for the 4 roundings, so only r = max ρ_M remains (adding mass to the
     upper chain is safe): its Γ is 0, the atoms being the exact edges.
     """
-    half = 0.5 / sigma
-    # a first edge raised to LOG_FLOOR_LIMIT only widens the bottom cell [0, w_lo) (any cells are sound,
-    # :mod:`epscert.allocation.cells`); it keeps every atom a normal float (small σ or a tiny tau)
-    log_lo = min(max((float(special.ndtri(tau)) - half) / sigma, LOG_FLOOR_LIMIT), log_c - 1.0)
+    return mixture_base_laws((sigma,), (1.0,), log_c, cells, tau)
+
+
+def mixture_base_laws(sigmas, weights, log_c: float, cells: int,
+                      tau: float) -> tuple[CellLaw, CellLaw, float, float]:
+    """:func:`base_laws` of the mixture Σ_k w_k·Law(W at σ_k) (weights >= 0 summing to 1; every component has
+    E_Q[W] = 1, so the mixture does too): one grid for all components, each cell's mass and first moment the
+    weighted sums of the components' (:mod:`epscert.allocation.mixture`).
+
+    The first edge is the lowest of the components' (P(W_k < w_lo) <= tau for each). A weighted sum of K
+    nonnegative terms, each a computed weight (one rounding) times a computed value (one more), is within
+    γ_{K+1} relative of Σ_k w_k (value_k), on top of the values' own relative errors; with one component of
+    weight 1 nothing is rounded, and the law is the single lognormal's exactly.
+    """
+    sigmas = [float(s) for s in sigmas]
+    weights = [float(w) for w in weights]
+    exact = len(sigmas) == 1 and weights[0] == 1.0
+    log_lo = min(min(max((float(special.ndtri(tau)) - 0.5 / s) / s, LOG_FLOOR_LIMIT), log_c - 1.0) for s in sigmas)
     edges = np.concatenate([[0.0], np.exp(np.linspace(log_lo, log_c, cells + 1))])
     le = np.concatenate([[-np.inf], np.linspace(log_lo, log_c, cells + 1)])
-    beta = sigma * le + half  # -inf at the 0 edge
-    alpha = sigma * le - half
-    mass, rel_m = _interval_prob(beta[:-1], beta[1:])
-    moment, rel_f = _interval_prob(alpha[:-1], alpha[1:])
+    mass = np.zeros(cells + 1)
+    moment = np.zeros(cells + 1)
+    rel_m = np.zeros(cells + 1)
+    rel_f = np.zeros(cells + 1)
+    for sigma, weight in zip(sigmas, weights):
+        half = 0.5 / sigma
+        beta = sigma * le + half  # -inf at the 0 edge
+        alpha = sigma * le - half
+        mass_k, rel_mk = _interval_prob(beta[:-1], beta[1:])
+        moment_k, rel_fk = _interval_prob(alpha[:-1], alpha[1:])
+        if exact:
+            mass, moment, rel_m, rel_f = mass_k, moment_k, rel_mk, rel_fk
+            break
+        mass += weight * mass_k
+        moment += weight * moment_k
+        rel_m = np.maximum(rel_m, rel_mk)
+        rel_f = np.maximum(rel_f, rel_fk)
+    if not exact:
+        # (1 + ρ)(1 + γ) − 1 <= (ρ + γ)(1 + γ), its three roundings covered by the factor 1 + 4u
+        mixing = float(gamma_n(len(sigmas) + 1))
+        rel_m = (rel_m + mixing) * (1.0 + mixing) * (1.0 + 4.0 * UNIT_ROUNDOFF)
+        rel_f = (rel_f + mixing) * (1.0 + mixing) * (1.0 + 4.0 * UNIT_ROUNDOFF)
     lo_e, hi_e = edges[:-1], edges[1:]
     occupied = mass > 0.0
     # a cell whose mass or first moment is near the subnormal range has no relative error bound: the lower

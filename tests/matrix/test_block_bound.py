@@ -66,7 +66,36 @@ def test_the_split_covariance_dominates_g_and_its_diagonal_is_below_v_prime(powe
     assert np.all(split[~same_block] == 0.0)  # block-diagonal
     assert np.linalg.eigvalsh(split - g).min() > -1e-12  # G'' ⪰ G
     assert np.max(np.diag(split)) <= v_prime <= np.max(np.diag(split)) * (1 + 1e-9)
+    # site by site too (the per-site mixture of step 3' stands on these)
+    (sites,) = bb.split_diagonals(band_of(g, h), blocks, (power,))
+    assert np.all(np.diag(split) <= sites) and np.all(sites <= np.diag(split) * (1 + 1e-9) + 1e-15)
     assert v_prime > np.max(np.diag(g)) * 1.2  # the edges do inflate: the check is not vacuous
+
+
+@pytest.mark.parametrize("n, bands, sigma", [(48, 4, 0.9), (90, 9, 1.3)])
+def test_the_singular_vector_split_dominates_g_and_its_diagonal_is_below_the_bound(n, bands, sigma):
+    pair = cached_pair(toeplitz_strategy(binomial_col(bands), n), n, sigma)
+    g = np.asarray(pair.g)
+    h = bands - 1
+    blocks = bb.block_count(n, h)
+    size = n // blocks
+    # this test's own G'': the dense G's off-diagonal blocks removed, each corner's SVD parts added
+    split = np.zeros_like(g)
+    for i in range(blocks):
+        sl = slice(i * size, (i + 1) * size)
+        split[sl, sl] = g[sl, sl]
+    for e in range(size, n, size):
+        u, s, vt = np.linalg.svd(g[e - size:e, e:e + size])  # the whole cross block (zero outside the corner)
+        split[e - size:e, e - size:e] += (u * s) @ u.T
+        split[e:e + size, e:e + size] += (vt.T * s) @ vt
+    same_block = (np.arange(n)[:, None] // size) == (np.arange(n)[None, :] // size)
+    assert np.all(split[~same_block] == 0.0)
+    assert np.linalg.eigvalsh(split - g).min() > -1e-12  # G'' ⪰ G
+    sites = bb.svd_split_diagonal(band_of(g, h), blocks)
+    assert np.all(np.diag(split) <= sites * (1 + 1e-12)) and np.all(sites <= np.diag(split) * (1 + 1e-9) + 1e-14)
+    # the least added trace: never more than any column split's (2 ||K||_* against Σ_j (η|a_j|² + |c_j|²/η))
+    for diag in bb.split_diagonals(band_of(g, h), blocks):
+        assert np.sum(sites - np.diag(g)) <= np.sum(diag - np.diag(g)) * (1 + 1e-9)
 
 
 def test_a_diagonal_g_is_balls_and_bins_at_its_own_steps():
@@ -124,3 +153,54 @@ def test_the_comonotone_method_uses_it_at_one_participation():
         assert r["bound"] == "comonotone_gaussian+blocks_allocation"
         assert r["delta_upper"] >= bb.block_upper(pair.gram, sigma, "both", [eps])[0] * (1 - 1e-12)
         assert r["delta_upper"] <= bb.block_upper(pair.gram, sigma, "both", [eps])[0] * (1 + 1e-9)
+
+
+def test_the_site_mixture_dominates_every_blocks_sorted_diagonal():
+    rng = np.random.default_rng(5)
+    blocks, size = 7, 30
+    diag = rng.uniform(0.5, 2.0, blocks * size)
+    for groups in (64, 8, 1):
+        variances, weights = bb.site_mixture(diag, blocks, groups)
+        assert len(variances) == min(groups, size) and np.all(weights > 0) and abs(weights.sum() - 1) < 1e-12
+        # the mixture as a list of m values, one per order statistic: each block's i-th smallest is below it
+        expanded = np.repeat(variances, np.round(weights * size).astype(int))
+        assert expanded.size == size
+        for i in range(blocks):
+            assert np.all(np.sort(diag[i * size:(i + 1) * size]) <= expanded)
+    assert np.max(bb.site_mixture(diag, blocks, 1)[0]) == np.max(diag)  # one group: step 3's largest diagonal
+
+
+@pytest.mark.parametrize("n, bands, sigma", [(120, 16, 1.5), (400, 32, 2.0)])
+def test_the_mixture_bound_is_below_one_lognormal_per_block(n, bands, sigma):
+    pair = cached_pair(toeplitz_strategy(binomial_col(bands), n), n, sigma)
+    blocks, sigma_eff = bb.block_law(pair.gram, sigma)
+    eps = np.array([0.25, 0.5, 1.0])
+    single = bracket_for(sigma_eff, blocks, 1).delta_side(eps, "both", "upper")
+    mixed = bb.block_upper(pair.gram, sigma, "both", eps)
+    assert np.all(mixed <= single * (1 + 1e-9))
+    assert np.all(mixed < 0.8 * single)  # it bites
+    laws = bb.block_mixtures(pair.gram, sigma)
+    assert laws[0] == blocks and [split for split, _, _ in laws[1]] == ["svd", *bb.MIXTURE_POWERS]
+
+
+def test_no_bound_where_a_block_noise_falls_below_the_brackets_range():
+    n = 60
+    pair = cached_pair(toeplitz_strategy(binomial_col(4), n), n, 0.02)  # σ_eff about 0.014 < 0.05
+    assert bb.block_law(pair.gram, 0.02) is None
+    assert bb.block_mixtures(pair.gram, 0.02) is None
+    assert bb.block_upper(pair.gram, 0.02, "both", [1.0]) is None
+
+
+def test_the_comonotone_rows_take_the_smaller_bound_eps_by_eps():
+    from epscert.analytic.deterministic import gaussian_bracket
+    from epscert.matrix.bracket import matrix_bounds
+    from epscert.names import Direction, Method
+    n, sigma = 2000, 0.6  # 16 bands: the two bounds cross near ε = 13 (benchmarks/results/matrix_block_bound.log)
+    pair = cached_pair(toeplitz_strategy(binomial_col(16), n), n, sigma)
+    eps = np.array([12.0, 14.0, 16.0])
+    _, upper, guarantee, name, _ = matrix_bounds(pair.gram, sigma, Method.COMONOTONE_UPPER_BOUND, Direction.BOTH, eps)
+    gauss = gaussian_bracket(1.0 / math.sqrt(float(np.max(np.diag(pair.gram.g0)) / sigma**2)), eps)[1]
+    blocks = bb.block_upper(pair.gram, sigma, "both", eps)
+    assert blocks[0] < gauss[0] and np.all(blocks[1:] > gauss[1:])  # each wins somewhere
+    assert np.array_equal(upper, np.minimum(gauss, blocks)) and guarantee == "upper_bound"
+    assert name == "comonotone_gaussian+blocks_allocation"
