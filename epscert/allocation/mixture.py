@@ -39,7 +39,7 @@ import numpy as np
 from epscert.allocation.bracket import AllocationBracket
 from epscert.allocation.cells import UNIT_ROUNDOFF
 from epscert.allocation.epoch import ChainLaw, mean_of_steps
-from epscert.allocation.tails import cap_terms, mixture_base_laws
+from epscert.allocation.tails import cap_terms, mixture_base_laws, mixture_cells
 
 #: Most components (each costs one pass of the base law's integrals; the chains do not grow with it).
 MAX_COMPONENTS = 256
@@ -55,8 +55,11 @@ def _check_mixture(sigmas, weights) -> tuple[tuple[float, ...], tuple[float, ...
     if s.size == 0 or s.size != w.size or s.size > MAX_COMPONENTS:
         raise ValueError(f"sigmas and weights must have the same length in [1, {MAX_COMPONENTS}], got "
                          f"{s.size} and {w.size}")
-    if not np.all(np.isfinite(w)) or np.any(w <= 0.0) or abs(float(np.sum(w)) - 1.0) > 1e-12:
-        raise ValueError(f"weights must be positive and sum to 1, got weights={weights!r}")
+    # the mixing allowance covers weights that are roundings of probabilities summing to 1 (one rounding each),
+    # whose computed sum is within (2K + 2)u of 1; anything further off is not such a rounding
+    if not np.all(np.isfinite(w)) or np.any(w <= 0.0) or abs(math.fsum(w) - 1.0) > (2 * w.size + 2) * UNIT_ROUNDOFF:
+        raise ValueError(f"weights must be positive and sum to 1 (each the rounding of a probability), got "
+                         f"weights={weights!r}")
     return tuple(float(x) for x in s), tuple(float(x) for x in w)
 
 
@@ -72,6 +75,7 @@ class MixtureBracket(AllocationBracket):
                 raise ValueError(f"sigmas[{k}] must be positive and finite, got {sigma}")
         super().__init__(min(sigmas), steps, 1)  # validates the smallest σ and T; its settings and cap c
         self.sigmas, self.weights = sigmas, weights
+        mixture_cells(sigmas, self._log_c, self.settings["base_cells"], self.settings["tau"])  # too wide: refused now
         terms = [cap_terms(s, self.steps, 1, self._log_c) for s in sigmas]
         up = 1.0 + 2.0 * (len(sigmas) + 2) * UNIT_ROUNDOFF
         self.caps = {key: up * math.fsum(w * t[key] for w, t in zip(weights, terms)) for key in ("remove", "add")}

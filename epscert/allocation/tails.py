@@ -35,6 +35,8 @@ from epscert.allocation.cells import (FP_SAFETY, LOG_NORMAL_GUARD, LOG_TOP_LIMIT
 
 #: Relative error allowed for one scipy ndtr evaluation (a generous multiple of the roundoff).
 NDTR_REL_ERROR = 16.0 * UNIT_ROUNDOFF
+#: Most base cells of a mixture's grid (:func:`mixture_cells`).
+MAX_MIXTURE_CELLS = 200_000
 #: Gauss-Legendre nodes per base cell, and the widest cell (in units of Z) the rule accepts.
 _GL_NODES = 8
 _GL_MAX_WIDTH = 0.1
@@ -141,6 +143,23 @@ def base_laws(sigma: float, log_c: float, cells: int, tau: float) -> tuple[CellL
     return mixture_base_laws((sigma,), (1.0,), log_c, cells, tau)
 
 
+def mixture_floor(sigmas, log_c: float, tau: float) -> float:
+    """log w_lo of :func:`mixture_base_laws`: the lowest of the components' first edges."""
+    return min(min(max((float(special.ndtri(tau)) - 0.5 / s) / s, LOG_FLOOR_LIMIT), log_c - 1.0) for s in sigmas)
+
+
+def mixture_cells(sigmas, log_c: float, cells: int, tau: float) -> int:
+    """The base cells of :func:`mixture_base_laws`: ``cells``, raised where the largest σ would make a cell wider
+    than the Gauss-Legendre rule accepts (a cell of width Δ in log w is σ·Δ wide in Z); one component at the
+    default settings is never raised. Raises ValueError above ``MAX_MIXTURE_CELLS`` (σ's too far apart)."""
+    need = math.ceil(max(sigmas) * (log_c - mixture_floor(sigmas, log_c, tau)) / (0.95 * _GL_MAX_WIDTH))
+    out = max(int(cells), need)
+    if out > MAX_MIXTURE_CELLS:
+        raise ValueError(f"the mixture's noise levels are too far apart for one grid: sigmas from {min(sigmas):g} "
+                         f"to {max(sigmas):g} need {out} base cells (at most {MAX_MIXTURE_CELLS})")
+    return out
+
+
 def mixture_base_laws(sigmas, weights, log_c: float, cells: int,
                       tau: float) -> tuple[CellLaw, CellLaw, float, float]:
     """:func:`base_laws` of the mixture Σ_k w_k·Law(W at σ_k) (weights >= 0 summing to 1; every component has
@@ -155,7 +174,8 @@ def mixture_base_laws(sigmas, weights, log_c: float, cells: int,
     sigmas = [float(s) for s in sigmas]
     weights = [float(w) for w in weights]
     exact = len(sigmas) == 1 and weights[0] == 1.0
-    log_lo = min(min(max((float(special.ndtri(tau)) - 0.5 / s) / s, LOG_FLOOR_LIMIT), log_c - 1.0) for s in sigmas)
+    log_lo = mixture_floor(sigmas, log_c, tau)
+    cells = mixture_cells(sigmas, log_c, cells, tau)
     edges = np.concatenate([[0.0], np.exp(np.linspace(log_lo, log_c, cells + 1))])
     le = np.concatenate([[-np.inf], np.linspace(log_lo, log_c, cells + 1)])
     mass = np.zeros(cells + 1)

@@ -104,7 +104,16 @@ def block_count(bins: int, h: int) -> int:
 def split_diagonals(band: np.ndarray, blocks: int, powers=SPLIT_POWERS) -> list[np.ndarray]:
     """For each split power p, upper bounds on the diagonal of G'' (step 1), site by site, from G's band
     (band[d, k] = G_{k+d, k}, d = 0..h): the computed diagonal of G'_L raised by 2 γ_{2h+5} relative, plus τ,
-    then by 4 ulps (module docstring)."""
+    then by 4 ulps (module docstring). Done on G divided by a power of two near its largest entry (exact but for
+    subnormal results, covered by :func:`_rounding_shift`'s absolute term), the result multiplied back.
+    Squares below the normal range can still be lost where a factor entry is 2^-511 of the largest; they are
+    at most (2h + 1) · 2^-1022 per entry, added."""
+    top = float(np.max(np.abs(band)))
+    if not (math.isfinite(top) and top > 0.0):
+        raise linalg.LinAlgError("G is zero or not finite: no split")
+    scale = math.ldexp(1.0, math.frexp(top)[1])  # as in svd_split_diagonal: no square underflows at any σ
+    if scale != 1.0:
+        return [diag * scale + 2.0**-1074 for diag in split_diagonals(band / scale, blocks, powers)]
     h, b = band.shape[0] - 1, band.shape[1]
     lower, delta_g = banded_factor(band)  # lower[d, j] = L[j + d, j]; ||ΔG||_∞ <= delta_g
     base = np.zeros(b)  # diag(L Lᵀ)
@@ -118,14 +127,19 @@ def split_diagonals(band: np.ndarray, blocks: int, powers=SPLIT_POWERS) -> list[
     out = []
     for power in powers:
         diag = base.copy()
+        factor = 1.0  # the largest multiplier of a square (1, η or (1/η)(1 + 4u))
         for rows_a, a2, rows_c, c2, ratio in crossing:
             eta = ratio**power
             diag[rows_a] += eta * a2  # α - 1 = η
             # β - 1 = (1/η)(1 + 4u), so that (α - 1)(β - 1) >= 1 after the roundings of η and 1/η
-            diag[rows_c] += (1.0 / eta) * (1.0 + 4.0 * UNIT_ROUNDOFF) * c2
+            inverse = (1.0 / eta) * (1.0 + 4.0 * UNIT_ROUNDOFF)
+            diag[rows_c] += inverse * c2
+            factor = max(factor, eta, inverse)
         # each diagonal entry is a sum of at most 2h + 1 terms (h + 1 squares, at most h added splits), three
-        # roundings each: the exact one is at most the computed one times 1 + 2 γ_{2h+5}
-        out.append((diag * (1.0 + 2.0 * gamma_n(2 * h + 5)) + tau) * (1.0 + 4.0 * UNIT_ROUNDOFF))
+        # roundings each: the exact one is at most the computed one times 1 + 2 γ_{2h+5}; a square below the
+        # normal range is off by less than 2^-1022 (times its multiplier)
+        lost = (2 * h + 1) * 2.0**-1022 * factor
+        out.append(((diag + lost) * (1.0 + 2.0 * gamma_n(2 * h + 5)) + tau) * (1.0 + 4.0 * UNIT_ROUNDOFF))
     return out
 
 
@@ -138,7 +152,8 @@ def _rounding_shift(band: np.ndarray) -> float:
         rows_abs[d:] += np.abs(band[d, : b - d])
         if d:
             rows_abs[: b - d] += np.abs(band[d, : b - d])
-    return 4.0 * UNIT_ROUNDOFF * float(np.max(rows_abs)) * (1.0 + gamma_n(2 * h + 6))
+    # a subnormal entry of Ĝ is off by at most 2^-1075 instead: (2h + 1) such entries per row at most
+    return 4.0 * UNIT_ROUNDOFF * float(np.max(rows_abs)) * (1.0 + gamma_n(2 * h + 6)) + (2 * h + 1) * 2.0**-1074
 
 
 def svd_split_diagonal(band: np.ndarray, blocks: int) -> np.ndarray:
@@ -156,29 +171,44 @@ def svd_split_diagonal(band: np.ndarray, blocks: int) -> np.ndarray:
     Rounding: |R| <= (1 + u)|fl(fl(UΣVᵀ) - K)| + γ_{h+1} |U| Σ |Vᵀ| + (h + 2)·2^-1074 entrywise (each entry of UΣVᵀ
     is an inner product of h terms, scaled once; the last term covers underflow), its Frobenius norm rounded up
     bounds ||R||_2; each diagonal entry Σ_i U_ki² σ_i (h terms, two roundings each, h - 1 sums) and the sums with
-    Ĝ_kk (at most two more) are raised by γ_{2h+4}, then τ_0 + 2 max_e ||R_e||, then 4 ulps. With the blocks as in
+    Ĝ_kk (at most two more) are raised by γ_{2h+4}, then τ_0 + 2 max_e ||R_e||, then 4 ulps. All of it is done on
+    Ĝ divided by a power of two near its largest entry (exact but for subnormal results, whose error and the
+    squares lost to underflow are added as absolute terms), so no scale of σ underflows a term. With the blocks as in
     step 1 this G'' is a mean-preserving spread for both directions (step 2), and steps 3'-4' apply unchanged.
     Raises ``linalg.LinAlgError`` where an SVD does not converge or is not finite (no bound from it).
     """
     h, b = band.shape[0] - 1, band.shape[1]
     size = b // blocks
+    top = float(np.max(np.abs(band)))
+    if not (math.isfinite(top) and top > 0.0):
+        raise linalg.LinAlgError("G is zero or not finite: no split")
+    scale = math.ldexp(1.0, math.frexp(top)[1])  # a power of two: band / scale is exact but for subnormal results
+    unit = band / scale  # entries in [-1, 1]; each within 2^-1075 of band/scale
     extra = np.zeros(b)
     remainder = 0.0
     rows, cols = np.tril_indices(h)
     for e in range(size, b, size):
         corner = np.zeros((h, h))  # corner[i, j] = G[e - h + i, e + j], nonzero for j <= i (d = h + j - i <= h)
-        corner[rows, cols] = band[h + cols - rows, e - h + rows]
+        corner[rows, cols] = unit[h + cols - rows, e - h + rows]
         u_mat, sing, vt = np.linalg.svd(corner)
         if not (np.all(np.isfinite(u_mat)) and np.all(np.isfinite(sing)) and np.all(np.isfinite(vt))):
             raise linalg.LinAlgError("the SVD of a cross block is not finite")
         spread = (np.abs(u_mat) * sing) @ np.abs(vt)
         bound = ((1.0 + UNIT_ROUNDOFF) * np.abs((u_mat * sing) @ vt - corner) + gamma_n(h + 1) * spread
                  + (h + 2) * 2.0**-1074) * (1.0 + gamma_n(h + 4))
-        remainder = max(remainder, float(np.sqrt(np.sum(bound * bound))) * (1.0 + gamma_n(h * h + 2)))
-        extra[e - h: e] += (u_mat * u_mat) @ sing
-        extra[e: e + h] += (vt * vt).T @ sing
-    shift = _rounding_shift(band) + 2.0 * remainder
-    return ((band[0] + extra) * (1.0 + gamma_n(2 * h + 4)) + shift) * (1.0 + 4.0 * UNIT_ROUNDOFF)
+        # ||R||_F formed scaled (squares of entries below 2^-511 of the largest may be lost: at most h² · 2^-1022)
+        big = float(np.max(bound)) if bound.size else 0.0
+        frob = big * (float(np.sqrt(np.sum((bound / big) ** 2))) + h * 2.0**-511) if big > 0.0 else 0.0
+        remainder = max(remainder, frob * (1.0 + gamma_n(h * h + 4)))
+        # a square below 2^-1022 may be lost or subnormal: at most h · 2^-1022 · max σ_i per diagonal entry
+        lost = h * 2.0**-1022 * (float(np.max(sing)) if sing.size else 0.0)
+        extra[e - h: e] += (u_mat * u_mat) @ sing + lost
+        extra[e: e + h] += (vt * vt).T @ sing + lost
+    # the scaled band's own rounding (subnormal entries only) is inside _rounding_shift's absolute term
+    shift = _rounding_shift(unit) + 2.0 * remainder
+    diag = ((unit[0] + extra) * (1.0 + gamma_n(2 * h + 4)) + shift) * (1.0 + 4.0 * UNIT_ROUNDOFF)
+    # back to G's scale: exact for normal results; a subnormal one rounds by at most 2^-1075
+    return diag * scale + 2.0**-1074
 
 
 def block_variance(band: np.ndarray, blocks: int, powers=SPLIT_POWERS) -> float:
@@ -257,8 +287,9 @@ def block_mixtures(gram, sigma: float) -> tuple[int, tuple] | None:
         if not np.all(np.isfinite(diag)):  # a split overflowed: no bound from it
             continue
         variances, weights = site_mixture(diag, blocks)
-        sigmas = (1.0 / np.sqrt(variances)) * (1.0 - 4.0 * UNIT_ROUNDOFF)
-        if np.min(sigmas) < BRACKET_MIN_SIGMA:
+        with np.errstate(divide="ignore"):
+            sigmas = (1.0 / np.sqrt(variances)) * (1.0 - 4.0 * UNIT_ROUNDOFF)
+        if not np.all(np.isfinite(sigmas)) or np.min(sigmas) < BRACKET_MIN_SIGMA:
             continue
         out.append((split, tuple(float(x) for x in sigmas), tuple(float(w) for w in weights)))
     return (blocks, tuple(out)) if out else None
@@ -273,6 +304,11 @@ def block_upper(gram, sigma: float, direction: str, epsilons) -> np.ndarray | No
         return None
     blocks, mixtures = laws
     eps = np.minimum(np.asarray(epsilons, dtype=np.float64), MAX_EPSILON)
-    bounds = [mixture_bracket_for(sigmas, weights, blocks).delta_side(eps, direction, "upper")
-              for _, sigmas, weights in mixtures]
-    return np.minimum.reduce(bounds)
+    bounds = []
+    for _, sigmas, weights in mixtures:
+        try:
+            bracket = mixture_bracket_for(sigmas, weights, blocks)
+        except ValueError:  # noise levels too far apart for one grid (tails.mixture_cells): no bound from it
+            continue
+        bounds.append(bracket.delta_side(eps, direction, "upper"))
+    return np.minimum.reduce(bounds) if bounds else None

@@ -128,7 +128,20 @@ def test_the_cap_terms_are_the_weighted_components_at_the_heaviest_components_ca
     ((), (), "same length"),
     ((1.0, float("nan")), (0.5, 0.5), "sigmas\\[1\\]"),
     ((0.01, 1.0), (0.5, 0.5), "sigma"),
+    ((1.0, 2.0), (0.5, 0.5 - 1e-13), "sum to 1"),  # not the rounding of two probabilities
 ])
 def test_bad_mixtures_are_refused_before_any_work(sigmas, weights, match):
     with pytest.raises(ValueError, match=match):
         MixtureBracket(sigmas, weights, 10)
+
+
+def test_noise_levels_far_apart_get_a_finer_grid_and_stay_exact_at_one_step():
+    # the largest σ sets the base cells' width in Z: the grid is refined, not refused (it was an error)
+    sigmas, weights = (0.5, 10.0), (0.5, 0.5)
+    eps = np.array([0.05, 0.5, 1.0, 2.0])
+    exact = sum(w * gaussian_hockey(s, eps) for s, w in zip(sigmas, weights))
+    bracket = MixtureBracket(sigmas, weights, 1)
+    up, lo = bracket.delta_side(eps, "remove", "upper"), bracket.delta_side(eps, "remove", "lower")
+    assert np.all(lo <= exact * (1 + 1e-12)) and np.all(exact <= up * (1 + 1e-12)) and np.all(up <= exact * 1.01)
+    with pytest.raises(ValueError, match="too far apart"):
+        MixtureBracket((0.05, 1e6), weights, 10)

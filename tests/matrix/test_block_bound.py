@@ -204,3 +204,45 @@ def test_the_comonotone_rows_take_the_smaller_bound_eps_by_eps():
     assert blocks[0] < gauss[0] and np.all(blocks[1:] > gauss[1:])  # each wins somewhere
     assert np.array_equal(upper, np.minimum(gauss, blocks)) and guarantee == "upper_bound"
     assert name == "comonotone_gaussian+blocks_allocation"
+
+
+@pytest.mark.parametrize("power_of_two", [-700, 600])
+def test_the_site_diagonals_do_not_depend_on_the_scale_of_g(power_of_two):
+    # σ far from 1 scales G by 2^k: every bound must scale with it (no square lost to underflow, no overflow)
+    n, bands, sigma = 90, 9, 1.3
+    pair = cached_pair(toeplitz_strategy(binomial_col(bands), n), n, sigma)
+    band = band_of(np.asarray(pair.g), bands - 1)
+    blocks = bb.block_count(n, bands - 1)
+    factor = 2.0**power_of_two
+    base = bb.svd_split_diagonal(band, blocks)
+    scaled = bb.svd_split_diagonal(band * factor, blocks)
+    assert np.all(scaled >= base * factor * (1 - 1e-12)) and np.all(scaled <= base * factor * (1 + 1e-12))
+    for plain, big in zip(bb.split_diagonals(band, blocks), bb.split_diagonals(band * factor, blocks)):
+        assert np.all(big >= plain * factor * (1 - 1e-12)) and np.all(big <= plain * factor * (1 + 1e-12))
+
+
+def test_blocks_longer_than_the_mixture_groups_keep_every_block_below_the_mixture():
+    # blocks of 65 bins > MIXTURE_GROUPS = 64: the runs of order statistics are merged (one run of two)
+    n, bands, sigma = 260, 64, 2.0
+    pair = cached_pair(toeplitz_strategy(binomial_col(bands), n), n, sigma)
+    g = np.asarray(pair.g)
+    blocks, mixtures = bb.block_mixtures(pair.gram, sigma)
+    size = n // blocks
+    assert blocks == 4 and size == 65 > bb.MIXTURE_GROUPS
+    # this test's own singular-vector split, dense, as in the test above
+    split = np.zeros_like(g)
+    for i in range(blocks):
+        sl = slice(i * size, (i + 1) * size)
+        split[sl, sl] = g[sl, sl]
+    for e in range(size, n, size):
+        u, s, vt = np.linalg.svd(g[e - size:e, e:e + size])
+        split[e - size:e, e - size:e] += (u * s) @ u.T
+        split[e:e + size, e:e + size] += (vt.T * s) @ vt
+    name, sigmas, weights = mixtures[0]
+    assert name == "svd" and len(sigmas) == bb.MIXTURE_GROUPS
+    counts = np.round(np.asarray(weights) * size).astype(int)
+    assert counts.sum() == size and sorted(set(counts)) == [1, 2]
+    expanded = np.repeat(1.0 / np.square(sigmas), counts)  # one variance per order statistic, ascending
+    assert np.all(np.diff(expanded) >= 0)
+    for i in range(blocks):
+        assert np.all(np.sort(np.diag(split)[i * size:(i + 1) * size]) <= expanded)
