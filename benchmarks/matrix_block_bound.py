@@ -3,14 +3,14 @@
     python -m benchmarks.matrix_block_bound
 
 For the one-participation configurations of issue 33 (c_i = binom(2i, i)/4^i truncated to the bands, n = b),
-prints the blocks J, the log-variance v' of a block against the largest mode's v (the price of the split at the
-block edges), σ_eff = 1/√v', and the certified upper bounds on ε(δ) at δ = 1e-6, 1e-8, 1e-10 of:
+prints the blocks J and the certified upper bounds on ε(δ) at δ = 1e-6, 1e-8, 1e-10 of:
 - the comonotone bound without blocks (the Gaussian mechanism of the largest mode: no amplification);
 - the block bound with one lognormal per block (:mod:`epscert.matrix.block_bound`, step 4: Balls-and-Bins with
-  T = J at σ_eff, the upper side of its PLD bracket);
-- the block bound with the per-site mixture (steps 3'-4', what the product uses: the smallest over the split
-  powers of the mixture brackets of :mod:`epscert.allocation.mixture`), with the split power that gave it and
-  the mean log-variance of its mixture against v;
+  T = J at σ_eff = 1/√v', the upper side of its PLD bracket), with v'/v, the price of the split at the block edges;
+- the block bound with the per-site mixture (steps 3'-4', what the product uses: the smallest of the mixture
+  brackets of :mod:`epscert.allocation.mixture` over the splits tried, the singular-vector split "svd" of step 1'
+  and the column splits of ``MIXTURE_POWERS``), with the split that gave it and the mean log-variance of its
+  mixture against v;
 with the CPU seconds of each (the split and the brackets; one core, time.process_time). The sampled
 intervals of the same configurations are in ``benchmarks/results/matrix_production.log``.
 """
@@ -62,17 +62,17 @@ def main() -> None:
         cpu_single = time.process_time() - start
         start = time.process_time()
         _, mixtures = block_mixtures(pair.gram, sigma)
-        per_power = [[mixture_bracket_for(s, w, blocks).epsilon_side(delta, "both", "upper") for delta in DELTAS]
+        per_split = [[mixture_bracket_for(s, w, blocks).epsilon_side(delta, "both", "upper") for delta in DELTAS]
                      for _, s, w in mixtures]
         cpu_mix = time.process_time() - start
         for i, delta in enumerate(DELTAS):
-            best = min(range(len(mixtures)), key=lambda k: per_power[k][i])
-            power, s, w = mixtures[best]
+            best = min(range(len(mixtures)), key=lambda k: per_split[k][i])
+            split, s, w = mixtures[best]
             mean_v = float(np.dot(w, 1.0 / np.square(s)))
             print(f"| {n:,} | {bands} | {sigma} | {blocks} ({n // blocks}) | {delta:.0e} | "
                   f"{gaussian_epsilon(1 / math.sqrt(v), delta):.3f} | {1 / (sigma_eff**2 * v):.3f}, {single[i]:.3f} | "
-                  f"{cpu_single if i == 0 else 0.0:.1f} | {power}, "
-                  f"{mean_v / v:.3f}, {per_power[best][i]:.3f} | {cpu_mix if i == 0 else 0.0:.1f} |")
+                  f"{cpu_single if i == 0 else 0.0:.1f} | {split}, "
+                  f"{mean_v / v:.3f}, {per_split[best][i]:.3f} | {cpu_mix if i == 0 else 0.0:.1f} |")
 
 
 if __name__ == "__main__":

@@ -52,6 +52,9 @@ def _check_mixture(sigmas, weights) -> tuple[tuple[float, ...], tuple[float, ...
     except (TypeError, ValueError):
         raise ValueError(f"sigmas and weights must be sequences of numbers, got sigmas={sigmas!r}, "
                          f"weights={weights!r}") from None
+    for k, sigma in enumerate(s):
+        if not (math.isfinite(sigma) and sigma > 0.0):
+            raise ValueError(f"sigmas[{k}] must be positive and finite, got {sigma}")
     if s.size == 0 or s.size != w.size or s.size > MAX_COMPONENTS:
         raise ValueError(f"sigmas and weights must have the same length in [1, {MAX_COMPONENTS}], got "
                          f"{s.size} and {w.size}")
@@ -70,9 +73,6 @@ class MixtureBracket(AllocationBracket):
 
     def __init__(self, sigmas, weights, steps: int):
         sigmas, weights = _check_mixture(sigmas, weights)
-        for k, sigma in enumerate(sigmas):
-            if not (math.isfinite(sigma) and sigma > 0.0):
-                raise ValueError(f"sigmas[{k}] must be positive and finite, got {sigma}")
         super().__init__(min(sigmas), steps, 1)  # validates the smallest σ and T; its settings and cap c
         self.sigmas, self.weights = sigmas, weights
         mixture_cells(sigmas, self._log_c, self.settings["base_cells"], self.settings["tau"])  # too wide: refused now

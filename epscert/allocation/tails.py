@@ -144,7 +144,9 @@ def base_laws(sigma: float, log_c: float, cells: int, tau: float) -> tuple[CellL
 
 
 def mixture_floor(sigmas, log_c: float, tau: float) -> float:
-    """log w_lo of :func:`mixture_base_laws`: the lowest of the components' first edges."""
+    """log w_lo of :func:`mixture_base_laws`: the lowest of the components' first edges, each with P(W < w_lo) =
+    tau. A first edge raised to ``LOG_FLOOR_LIMIT`` only widens the bottom cell [0, w_lo) (any cells are sound,
+    :mod:`epscert.allocation.cells`); it keeps every atom a normal float (small σ or a tiny tau)."""
     return min(min(max((float(special.ndtri(tau)) - 0.5 / s) / s, LOG_FLOOR_LIMIT), log_c - 1.0) for s in sigmas)
 
 
@@ -182,15 +184,12 @@ def mixture_base_laws(sigmas, weights, log_c: float, cells: int,
     moment = np.zeros(cells + 1)
     rel_m = np.zeros(cells + 1)
     rel_f = np.zeros(cells + 1)
-    for sigma, weight in zip(sigmas, weights):
+    for sigma, weight in zip(sigmas, weights):  # one component of weight 1: 0 + 1·x and max(0, ρ) are exact
         half = 0.5 / sigma
         beta = sigma * le + half  # -inf at the 0 edge
         alpha = sigma * le - half
         mass_k, rel_mk = _interval_prob(beta[:-1], beta[1:])
         moment_k, rel_fk = _interval_prob(alpha[:-1], alpha[1:])
-        if exact:
-            mass, moment, rel_m, rel_f = mass_k, moment_k, rel_mk, rel_fk
-            break
         mass += weight * mass_k
         moment += weight * moment_k
         rel_m = np.maximum(rel_m, rel_mk)

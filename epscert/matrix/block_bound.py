@@ -108,12 +108,9 @@ def split_diagonals(band: np.ndarray, blocks: int, powers=SPLIT_POWERS) -> list[
     subnormal results, covered by :func:`_rounding_shift`'s absolute term), the result multiplied back.
     Squares below the normal range can still be lost where a factor entry is 2^-511 of the largest; they are
     at most (2h + 1) · 2^-1022 per entry, added."""
-    top = float(np.max(np.abs(band)))
-    if not (math.isfinite(top) and top > 0.0):
-        raise linalg.LinAlgError("G is zero or not finite: no split")
-    scale = math.ldexp(1.0, math.frexp(top)[1])  # as in svd_split_diagonal: no square underflows at any σ
+    unit, scale = _unit_band(band)
     if scale != 1.0:
-        return [diag * scale + 2.0**-1074 for diag in split_diagonals(band / scale, blocks, powers)]
+        return [diag * scale + 2.0**-1074 for diag in split_diagonals(unit, blocks, powers)]
     h, b = band.shape[0] - 1, band.shape[1]
     lower, delta_g = banded_factor(band)  # lower[d, j] = L[j + d, j]; ||ΔG||_∞ <= delta_g
     base = np.zeros(b)  # diag(L Lᵀ)
@@ -141,6 +138,17 @@ def split_diagonals(band: np.ndarray, blocks: int, powers=SPLIT_POWERS) -> list[
         lost = (2 * h + 1) * 2.0**-1022 * factor
         out.append(((diag + lost) * (1.0 + 2.0 * gamma_n(2 * h + 5)) + tau) * (1.0 + 4.0 * UNIT_ROUNDOFF))
     return out
+
+
+def _unit_band(band: np.ndarray) -> tuple[np.ndarray, float]:
+    """(band / s, s) with s the power of two just above G's largest entry: the entries lie in [-1, 1], exact but
+    for subnormal results (within 2^-1075; :func:`_rounding_shift` covers them), so that no square of a factor
+    entry underflows at any σ. A diagonal bound u for band / s gives u·s (+ 2^-1074 for a subnormal product)."""
+    top = float(np.max(np.abs(band)))
+    if not (math.isfinite(top) and top > 0.0):
+        raise linalg.LinAlgError("G is zero or not finite: no split")
+    scale = math.ldexp(1.0, math.frexp(top)[1])
+    return band / scale, scale
 
 
 def _rounding_shift(band: np.ndarray) -> float:
@@ -179,11 +187,7 @@ def svd_split_diagonal(band: np.ndarray, blocks: int) -> np.ndarray:
     """
     h, b = band.shape[0] - 1, band.shape[1]
     size = b // blocks
-    top = float(np.max(np.abs(band)))
-    if not (math.isfinite(top) and top > 0.0):
-        raise linalg.LinAlgError("G is zero or not finite: no split")
-    scale = math.ldexp(1.0, math.frexp(top)[1])  # a power of two: band / scale is exact but for subnormal results
-    unit = band / scale  # entries in [-1, 1]; each within 2^-1075 of band/scale
+    unit, scale = _unit_band(band)
     extra = np.zeros(b)
     remainder = 0.0
     rows, cols = np.tril_indices(h)
@@ -212,7 +216,9 @@ def svd_split_diagonal(band: np.ndarray, blocks: int) -> np.ndarray:
 
 
 def block_variance(band: np.ndarray, blocks: int, powers=SPLIT_POWERS) -> float:
-    """v' of step 3, the smallest over the split powers p of the largest diagonal of G'' (:func:`split_diagonals`)."""
+    """v' of step 3, the smallest over the split powers p of the largest diagonal of G'' (:func:`split_diagonals`).
+    With :func:`block_law`, the one-lognormal bound of step 4: not what the product uses (steps 3'-4' are never
+    above it), kept as the benchmark's and the tests' point of comparison."""
     return min(float(np.max(diag)) for diag in split_diagonals(band, blocks, powers))
 
 

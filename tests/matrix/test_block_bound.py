@@ -246,3 +246,23 @@ def test_blocks_longer_than_the_mixture_groups_keep_every_block_below_the_mixtur
     assert np.all(np.diff(expanded) >= 0)
     for i in range(blocks):
         assert np.all(np.sort(np.diag(split)[i * size:(i + 1) * size]) <= expanded)
+
+
+def test_the_products_mixture_bracket_contains_an_independent_convolution():
+    # the bracket block_upper uses, at the law block_mixtures hands it (tens of components), against the
+    # convolution of tests/allocation/test_mixture.py (this repository's other, independent evaluation)
+    from tests.allocation.test_mixture import convolved_remove
+    from epscert.allocation.mixture import mixture_bracket_for
+    n, bands, sigma = 400, 32, 2.0
+    pair = cached_pair(toeplitz_strategy(binomial_col(bands), n), n, sigma)
+    blocks, mixtures = bb.block_mixtures(pair.gram, sigma)
+    _, sigmas, weights = mixtures[0]
+    assert blocks == 10 and len(sigmas) == 40
+    eps = np.array([0.3, 0.8, 1.5])
+    reference = convolved_remove(sigmas, weights, blocks, eps)
+    bracket = mixture_bracket_for(sigmas, weights, blocks)
+    up = bracket.delta_side(eps, "remove", "upper")
+    lo = bracket.delta_side(eps, "remove", "lower")
+    assert np.all(lo <= reference * (1 + 1e-3)) and np.all(up >= reference * (1 - 1e-3)), (lo, reference, up)
+    assert np.all(up <= reference * 1.02)
+    assert np.all(bb.block_upper(pair.gram, sigma, "remove", eps) <= up)  # the smallest over the splits
