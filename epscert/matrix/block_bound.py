@@ -57,7 +57,8 @@ here is sampled. The bound is tight only when the modes inside a block are nearl
 correlation): at n = b = 10^4 with 64 bands, σ = 2, the mixture bound on the singular-vector split certifies
 ε(10⁻⁶) <= 0.563 (125 blocks of 80; on the column split 0.658; step 4 alone, v' = 1.9 v, gave 0.934; the sampled
 REMOVE side 2.747 in 497 CPU s); at n = b = 2000 with 16 bands, σ = 1.2, it gives 2.8 against the sampled 0.461
-(``python -m benchmarks.matrix_block_bound``).
+(``python -m benchmarks.matrix_block_bound``). The mixture's tail is the loose part: :mod:`epscert.matrix.block_law`
+uses the block mean's own law instead (sampled, its far tail from exact moments), for REMOVE.
 """
 
 from __future__ import annotations
@@ -105,10 +106,10 @@ def split_diagonals(band: np.ndarray, blocks: int, powers=SPLIT_POWERS) -> list[
     """For each split power p, upper bounds on the diagonal of G'' (step 1), site by site, from G's band
     (band[d, k] = G_{k+d, k}, d = 0..h): the computed diagonal of G'_L raised by 2 γ_{2h+5} relative, plus τ,
     then by 4 ulps (module docstring). Done on G divided by a power of two near its largest entry (exact but for
-    subnormal results, covered by :func:`_rounding_shift`'s absolute term), the result multiplied back.
+    subnormal results, covered by :func:`rounding_shift`'s absolute term), the result multiplied back.
     Squares below the normal range can still be lost where a factor entry is 2^-511 of the largest; they are
     at most (2h + 1) · 2^-1022 per entry, added."""
-    unit, scale = _unit_band(band)
+    unit, scale = unit_band(band)
     if scale != 1.0:
         return [diag * scale + 2.0**-1074 for diag in split_diagonals(unit, blocks, powers)]
     h, b = band.shape[0] - 1, band.shape[1]
@@ -120,7 +121,7 @@ def split_diagonals(band: np.ndarray, blocks: int, powers=SPLIT_POWERS) -> list[
     # (rows on the left, their l², rows on the right, their l², ||c||/||a||) of every column crossing an edge
     crossing = [(rows_a, a**2, rows_c, c**2, scaled_norm(c) / scaled_norm(a))
                 for _, _, rows_a, a, rows_c, c in crossing_columns(lower, np.arange(0, b + 1, size))]
-    tau = delta_g + _rounding_shift(band)  # L Lᵀ = Ĝ + ΔG and G ⪯ Ĝ + τ_0 I
+    tau = delta_g + rounding_shift(band)  # L Lᵀ = Ĝ + ΔG and G ⪯ Ĝ + τ_0 I
     out = []
     for power in powers:
         diag = base.copy()
@@ -140,9 +141,9 @@ def split_diagonals(band: np.ndarray, blocks: int, powers=SPLIT_POWERS) -> list[
     return out
 
 
-def _unit_band(band: np.ndarray) -> tuple[np.ndarray, float]:
+def unit_band(band: np.ndarray) -> tuple[np.ndarray, float]:
     """(band / s, s) with s the power of two just above G's largest entry: the entries lie in [-1, 1], exact but
-    for subnormal results (within 2^-1075; :func:`_rounding_shift` covers them), so that no square of a factor
+    for subnormal results (within 2^-1075; :func:`rounding_shift` covers them), so that no square of a factor
     entry underflows at any σ. A diagonal bound u for band / s gives u·s (+ 2^-1074 for a subnormal product)."""
     top = float(np.max(np.abs(band)))
     if not (math.isfinite(top) and top > 0.0):
@@ -151,7 +152,7 @@ def _unit_band(band: np.ndarray) -> tuple[np.ndarray, float]:
     return band / scale, scale
 
 
-def _rounding_shift(band: np.ndarray) -> float:
+def rounding_shift(band: np.ndarray) -> float:
     """τ_0 with G ⪯ Ĝ + τ_0 I: Ĝ = G0 · (1/σ²) rounded is within 4u of G entrywise (σ², its inverse, the
     product), so ||Ĝ - G||_2 <= ||Ĝ - G||_∞ <= 4u max_r Σ_c |G_rc| (the row sums formed from |Ĝ| and rounded up)."""
     h, b = band.shape[0] - 1, band.shape[1]
@@ -162,6 +163,28 @@ def _rounding_shift(band: np.ndarray) -> float:
             rows_abs[: b - d] += np.abs(band[d, : b - d])
     # a subnormal entry of Ĝ is off by at most 2^-1075 instead: (2h + 1) such entries per row at most
     return 4.0 * UNIT_ROUNDOFF * float(np.max(rows_abs)) * (1.0 + gamma_n(2 * h + 6)) + (2 * h + 1) * 2.0**-1074
+
+
+def edge_splits(unit: np.ndarray, size: int):
+    """For every block edge e (blocks of ``size`` bins) of the band ``unit`` (entries in [-1, 1], :func:`unit_band`):
+    (e, U, σ's, Vᵀ, r) with U Σ Vᵀ the computed SVD of the cross block K = G[e-h:e, e:e+h] and r >= ||R||_2 for its
+    exact remainder R = K - U Σ Vᵀ (:func:`svd_split_diagonal` derives the bound). Raises ``linalg.LinAlgError``
+    where an SVD is not finite."""
+    h, b = unit.shape[0] - 1, unit.shape[1]
+    rows, cols = np.tril_indices(h)
+    for e in range(size, b, size):
+        corner = np.zeros((h, h))  # corner[i, j] = G[e - h + i, e + j], nonzero for j <= i (d = h + j - i <= h)
+        corner[rows, cols] = unit[h + cols - rows, e - h + rows]
+        u_mat, sing, vt = np.linalg.svd(corner)
+        if not (np.all(np.isfinite(u_mat)) and np.all(np.isfinite(sing)) and np.all(np.isfinite(vt))):
+            raise linalg.LinAlgError("the SVD of a cross block is not finite")
+        spread = (np.abs(u_mat) * sing) @ np.abs(vt)
+        bound = ((1.0 + UNIT_ROUNDOFF) * np.abs((u_mat * sing) @ vt - corner) + gamma_n(h + 1) * spread
+                 + (h + 2) * 2.0**-1074) * (1.0 + gamma_n(h + 4))
+        # ||R||_F formed scaled (squares of entries below 2^-511 of the largest may be lost: at most h² · 2^-1022)
+        big = float(np.max(bound)) if bound.size else 0.0
+        frob = big * (float(np.sqrt(np.sum((bound / big) ** 2))) + h * 2.0**-511) if big > 0.0 else 0.0
+        yield e, u_mat, sing, vt, frob * (1.0 + gamma_n(h * h + 4))
 
 
 def svd_split_diagonal(band: np.ndarray, blocks: int) -> np.ndarray:
@@ -186,30 +209,17 @@ def svd_split_diagonal(band: np.ndarray, blocks: int) -> np.ndarray:
     Raises ``linalg.LinAlgError`` where an SVD does not converge or is not finite (no bound from it).
     """
     h, b = band.shape[0] - 1, band.shape[1]
-    size = b // blocks
-    unit, scale = _unit_band(band)
+    unit, scale = unit_band(band)
     extra = np.zeros(b)
     remainder = 0.0
-    rows, cols = np.tril_indices(h)
-    for e in range(size, b, size):
-        corner = np.zeros((h, h))  # corner[i, j] = G[e - h + i, e + j], nonzero for j <= i (d = h + j - i <= h)
-        corner[rows, cols] = unit[h + cols - rows, e - h + rows]
-        u_mat, sing, vt = np.linalg.svd(corner)
-        if not (np.all(np.isfinite(u_mat)) and np.all(np.isfinite(sing)) and np.all(np.isfinite(vt))):
-            raise linalg.LinAlgError("the SVD of a cross block is not finite")
-        spread = (np.abs(u_mat) * sing) @ np.abs(vt)
-        bound = ((1.0 + UNIT_ROUNDOFF) * np.abs((u_mat * sing) @ vt - corner) + gamma_n(h + 1) * spread
-                 + (h + 2) * 2.0**-1074) * (1.0 + gamma_n(h + 4))
-        # ||R||_F formed scaled (squares of entries below 2^-511 of the largest may be lost: at most h² · 2^-1022)
-        big = float(np.max(bound)) if bound.size else 0.0
-        frob = big * (float(np.sqrt(np.sum((bound / big) ** 2))) + h * 2.0**-511) if big > 0.0 else 0.0
-        remainder = max(remainder, frob * (1.0 + gamma_n(h * h + 4)))
+    for e, u_mat, sing, vt, frob in edge_splits(unit, b // blocks):
+        remainder = max(remainder, frob)
         # a square below 2^-1022 may be lost or subnormal: at most h · 2^-1022 · max σ_i per diagonal entry
         lost = h * 2.0**-1022 * (float(np.max(sing)) if sing.size else 0.0)
         extra[e - h: e] += (u_mat * u_mat) @ sing + lost
         extra[e: e + h] += (vt * vt).T @ sing + lost
-    # the scaled band's own rounding (subnormal entries only) is inside _rounding_shift's absolute term
-    shift = _rounding_shift(unit) + 2.0 * remainder
+    # the scaled band's own rounding (subnormal entries only) is inside rounding_shift's absolute term
+    shift = rounding_shift(unit) + 2.0 * remainder
     diag = ((unit[0] + extra) * (1.0 + gamma_n(2 * h + 4)) + shift) * (1.0 + 4.0 * UNIT_ROUNDOFF)
     # back to G's scale: exact for normal results; a subnormal one rounds by at most 2^-1075
     return diag * scale + 2.0**-1074
@@ -234,7 +244,7 @@ def site_mixture(diag: np.ndarray, blocks: int, groups: int = MIXTURE_GROUPS) ->
     return variances, weights
 
 
-def _band_and_blocks(gram, sigma: float) -> tuple[np.ndarray | None, int]:
+def band_and_blocks(gram, sigma: float) -> tuple[np.ndarray | None, int]:
     """(G's band, J), or (None, 0) where G is not banded in the natural order with room for two blocks of h + 1
     bins and J | b."""
     g0 = gram.g0
@@ -255,7 +265,7 @@ def block_law(gram, sigma: float) -> tuple[int, float] | None:
     """(J, σ_eff) of the dominating Balls-and-Bins pair (module docstring), or None where the bound does not
     apply: G not banded in the natural order with room for two blocks of h + 1 bins and J | b, or σ_eff below
     the bracket's ``BRACKET_MIN_SIGMA``."""
-    band, blocks = _band_and_blocks(gram, sigma)
+    band, blocks = band_and_blocks(gram, sigma)
     if band is None:
         return None
     try:
@@ -276,7 +286,7 @@ def block_mixtures(gram, sigma: float) -> tuple[int, tuple] | None:
     singular-vector split (split "svd", step 1') and the column splits of ``MIXTURE_POWERS`` (split p); None where
     the bound does not apply (as :func:`block_law`) or no split gives one. Each σ_k = 1/√v_k is lowered by 4 ulps
     (a smaller σ only raises δ)."""
-    band, blocks = _band_and_blocks(gram, sigma)
+    band, blocks = band_and_blocks(gram, sigma)
     if band is None:
         return None
     candidates = []

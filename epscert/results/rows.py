@@ -30,6 +30,7 @@ from epscert.bounds.truncated_lcb import LEVELS, truncated_lcb
 from epscert.dpsgd.conditional import FLOAT_REL, conditional_sampler
 from epscert.matrix.values import FLOAT_REL as MATRIX_FLOAT_REL
 from epscert.matrix.add_decoupled import add_bound, pair_edges
+from epscert.matrix.block_law import applies as block_law_applies, remove_bound
 from epscert.dpsgd.conditional_ucb import add_ucb, order_stats_domination, remove_tails, remove_ucb
 from epscert.config import BRACKET_METHODS, CertifyConfig, Direction, Method, Sampler, canonical_method
 from epscert.config.samplers import loss_sampler
@@ -225,6 +226,8 @@ def matrix_value_rows(config: CertifyConfig, method: Method, acc: acc_mod.Accumu
     ADD, where G is banded in the natural order (one participation): the UCB is the smaller of that one and
     the decoupled-blocks Chernoff bound (:mod:`epscert.matrix.add_decoupled`), each at half the ADD β; the
     second is formed only where the first exceeds the REMOVE UCB at some ε (elsewhere it cannot move 'both').
+    REMOVE, where G is banded with blocks of ``MIN_SIZE`` to ``MAX_SIZE`` bins: the smaller of that one and the
+    block-law bound (:mod:`epscert.matrix.block_law`), each at half the REMOVE β.
     """
     sampler = value_sampler(config, method)
     parts = config.direction.parts()
@@ -239,13 +242,22 @@ def matrix_value_rows(config: CertifyConfig, method: Method, acc: acc_mod.Accumu
         truncated = np.array([[sums.mean_extra(i * LEVELS + k) for k in range(LEVELS)] for i in range(n_eps)])
         ucbs = [1.0] * n_eps
         # ADD where G is banded: the line's UCB at β/2 and the decoupled bound at β/2 (both hold at once w.p.
-        # >= 1 - β whether or not the second is formed); it is formed only where the line's UCB could bind
+        # >= 1 - β whether or not the second is formed); it is formed only where the line's UCB could bind.
+        # REMOVE where G is banded with blocks of MIN_SIZE..MAX_SIZE bins: the values' UCB at β/2 and the
+        # block-law bound at β/2 (epscert.matrix.block_law), always formed there
         split = direction is Direction.ADD and pair_edges(matrix_pair(config)) is not None
-        line_beta = beta / 2.0 if split else beta
+        split_remove = direction is Direction.REMOVE and block_law_applies(matrix_pair(config))
+        line_beta = beta / 2.0 if split or split_remove else beta
         if sums.count:
             ucbs = raised_from_the_right([range_ucb(sums.mean(i), sums.mean_sq(i), sums.count, ranges[i], line_beta)
                                           + slack[i] for i in range(n_eps)])
         formed = False  # whether the decoupled bound entered the UCB (the row's bound name says so)
+        law_formed = False  # whether the block-law bound did (REMOVE)
+        if split_remove:
+            law_bound = remove_bound(matrix_pair(config), config.samples, config.seed, beta / 2.0)
+            if law_bound is not None:  # None: no factor (the values' bound alone, still at β/2)
+                ucbs = raised_from_the_right(np.minimum(ucbs, law_bound.upper(config.epsilons)).tolist())
+                law_formed = True
         if split and (Direction.REMOVE not in per_dir
                       or any(min(1.0, u) > r["delta_upper"] for u, r in zip(ucbs, per_dir[Direction.REMOVE]))):
             decoupled = add_bound(matrix_pair(config), config.samples, config.seed, beta / 2.0)
@@ -260,7 +272,8 @@ def matrix_value_rows(config: CertifyConfig, method: Method, acc: acc_mod.Accumu
             row = base_row(config, method, direction, eps, wall_seconds)
             row.update(sampled_fields(config, method, sums, i, 1.0, beta, acc.tags),
                        delta_upper=min(1.0, ucbs[i]), delta_lower=lower,
-                       bound=MATRIX_VALUE_BOUND_NAME + ("+decoupled_chernoff" if formed else ""),
+                       bound=MATRIX_VALUE_BOUND_NAME + ("+decoupled_chernoff" if formed else "")
+                       + ("+block_law" if law_formed else ""),
                        guarantee=sampler.guarantee)
             per_dir[direction].append(row)
         rows.extend(per_dir[direction])

@@ -1,0 +1,319 @@
+"""A certified upper bound on δ_remove at one participation from the law of one block's mean: sampled, its far tail
+from exact moments.
+
+Notation of :mod:`epscert.matrix.block_bound`: under Q, g ~ N(0, G) in R^b, W_k = e^{g_k - v_k/2}, S = (1/b) Σ_k W_k
+and δ_remove(ε) = E_Q[(S - e^ε)_+]. That module puts each block's mean below a mixture of its sites' lognormals
+(Jensen), whose tail is far heavier than the block mean's: at n = b = 10^4 with 64 bands, σ = 2, its stop-loss at 8
+is 600 times the block mean's (``python -m benchmarks.matrix_block_law``). Here the block mean's own law is used.
+G banded in the natural order (G_jk = 0 for |j - k| > h), J >= 2 blocks of m = b/J >= h + 1 consecutive bins (J
+from :func:`~epscert.matrix.block_bound.block_count`, m <= ``MAX_SIZE``):
+
+1. **Independent blocks.** The singular-vector split (:func:`~epscert.matrix.block_bound.svd_split_diagonal`, step
+   1' there, formed here as whole m x m blocks): with K_e = U Σ Vᵀ + R_e each edge's cross block,
+   G ⪯ blockdiag(B_1, .., B_J) + a I, B_i = Ĝ_ii + U Σ Uᵀ (its right edge's, on its last h sites) + V Σ Vᵀ (its left
+   edge's, on its first h), and a = τ_0 + 2 max_e ||R_e||_2 + the forming error of the B_i (each entry a sum of at
+   most three terms, the products inner products of h terms: γ_{h+3} of the sum of their absolute values, its
+   largest row sum bounding the 2-norm). A larger covariance is a mean-preserving spread of S
+   (:mod:`epscert.matrix.add_decoupled`, step 1), so δ_remove(G) <= δ_remove of the independent blocks.
+2. **One covariance above every block.** C = B_r + (a + s) I, r the middle block, s >= λ_max(B_i - B_r) for every i
+   (computed eigenvalues, raised by 8 m u ||B_i - B_r||_F for the solver and by u times the difference's largest
+   absolute row sum for forming it; 0 where the two are equal). Every block's mean S_i is then ⪯_cx S_C, the mean
+   of m lognormal factors under N(0, C).
+3. **The law drawn.** F = chol(C + τ I) with F Fᵀ ⪰ C checked (``τ`` raised until it covers F's own backward error,
+   as in :func:`~epscert.matrix.add_decoupled.decoupled_blocks`); S_F, the block mean under N(0, F Fᵀ), is ⪰_cx S_C.
+4. **Its survival function, bounded.** N draws of S_F (its own stream of the user's seed): at each of the K grid
+   points s_j, P(S_F > s_j) <= the KL–Chernoff UCB of the count of computed means above s_j/(1 + r) (r bounds the
+   relative error of a computed mean, so every exact mean above s_j is counted), at β/K each (Bonferroni); and
+   P(S_F > s) <= E[S_F^p]/s^p (Markov) with E[S_F^p], p = 2..6, computed exactly (:func:`block_moments`) from
+   F Fᵀ's entries raised by their rounding bound (every moment increases in every entry). P_j, the smallest of
+   these and 1, made non-increasing from the left (a survival function is), holds for every j at once with
+   probability >= 1 - β.
+5. **A law above it.** Y takes s_{j+1} with mass P_j - P_{j+1} (rounded up), j < K; beyond the last point c = s_K
+   its survival is the Markov bound M(s) = min_p E[S_F^p]/s^p. Then P(Y > s) >= P(S_F > s) for every s, so
+   S_F <=_st Y and S_F ⪯_icx Y (E Y is a little above 1). For δ_remove, s ↦ (s - e^ε)_+ is increasing and convex,
+   so replacing the independent block means one at a time, δ_remove(G) <= E[((1/J) Σ_i Y_i - e^ε)_+] with Y_i
+   i.i.d. copies of Y. (Not δ_add: a decreasing convex function needs equal means.)
+6. **That mean, bracketed.** The upper chain of :mod:`epscert.allocation.epoch` from the base law Y·1{Y <= c}
+   (exact atoms; masses rounded up), J steps, and the cap of :mod:`epscert.allocation.tails` with E[Y] in place of
+   1: E[Y 1{Y > c}] + (J - 1) E[Y] P(Y > c), with P(Y > c) = M(c) and E[Y 1{Y > c}] = c M(c) + ∫_c^∞ M(s) ds.
+
+Every step but 4 is deterministic; 4 holds with probability >= 1 - β. At n = b = 10^4, 64 bands, σ = 2 (125 blocks
+of 80, 10^7 draws, 30 CPU s on one core) it certifies, for REMOVE at β = 0.0025, ε(10⁻⁶) <= 0.225, ε(10⁻⁸) <= 0.444
+and ε(10⁻¹⁰) <= 0.866, where the mixture bound gives 0.563, 1.042 and 1.649 (``python -m benchmarks.matrix_block_law``).
+What it leaves: the split's inflation at the edges, the Markov tail (moments of order 6 at most: the exact seventh
+costs m^7), and the survival UCBs' floor, about log(K/β)/N.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import math
+
+import numpy as np
+from scipy import linalg
+
+from epscert.allocation.bracket import AllocationBracket
+from epscert.allocation.epoch import ChainLaw, mean_of_steps
+from epscert.allocation.cells import CellLaw
+from epscert.bounds.kl import kl_ucb
+from epscert.matrix.add_decoupled import UNIT_ROUNDOFF, gamma_n
+from epscert.matrix.block_bound import band_and_blocks, rounding_shift, unit_band, edge_splits
+from epscert.names import Direction
+from epscert.rng import stream_generator
+from epscert.support import BRACKET_MIN_SIGMA
+
+#: Largest block (the exact sixth moment costs about m^6 / 3 flops: 5 CPU s at m = 80)
+MAX_SIZE = 96
+#: Smallest block: below it a block's mean is too close to one site's lognormal for its law to beat the value
+#: estimators (n = b = 2000, 16 bands, σ = 1.2, blocks of 20: ε(10⁻⁶) <= 1.34 here, 0.461 from the REMOVE values)
+MIN_SIZE = 32
+#: Moments used for the far tail (p = 2..6)
+MOMENTS = (2, 3, 4, 5, 6)
+#: Draws of one block per sample of the run, and their bounds (N m² flops: 6.4e10 is about 25 CPU s)
+DRAWS_PER_SAMPLE = 100
+MIN_DRAWS = 100_000
+MAX_FLOPS = 6.4e10
+#: Rows of one chunk of draws
+CHUNK = 16_384
+#: The stream of the block draws: rng.stream_generator(seed, STREAM_KEY)
+STREAM_KEY = int.from_bytes(hashlib.sha256(b"epscert.matrix.block_law").digest()[:8], "big")
+#: Relative allowance of a computed moment: positive terms, each with at most 4m + 32 roundings (exp of a raised
+#: entry, products of 15 factors, inner products of m terms), summed over at most 10^6 terms: γ_{10^6 + 4m + 32}
+#: is below 1.2e-10 for m <= MAX_SIZE
+MOMENT_REL = 1e-9
+
+
+def survival_grid() -> np.ndarray:
+    """s_1 < ... < s_K: steps of 0.005 to 4, of 0.02 to 40, then 200 log-spaced points to 10^4 (= c)."""
+    return np.concatenate([np.arange(1, 801) * 0.005, 4.0 + np.arange(1, 1801) * 0.02,
+                           np.exp(np.linspace(math.log(40.0), math.log(1e4), 201)[1:])])
+
+
+def split_blocks(band: np.ndarray, blocks: int) -> tuple[list[np.ndarray], float]:
+    """([B_1, .., B_J], a) of step 1, on G's scale: G ⪯ blockdiag(B_i) + a I. Formed on G divided by a power of two
+    near its largest entry (:func:`~epscert.matrix.block_bound.unit_band`); a includes the absolute allowances
+    for subnormal entries there."""
+    unit, scale = unit_band(band)
+    h, b = unit.shape[0] - 1, unit.shape[1]
+    size = b // blocks
+    dense = np.zeros((size * blocks, size))  # block i's rows i*size.., its columns 0..size-1
+    for d in range(h + 1):  # Ĝ's diagonal blocks from the band
+        for i in range(blocks):
+            lo = i * size
+            part = unit[d, lo: lo + size - d]
+            idx = np.arange(size - d)
+            dense[lo + idx + d, idx] = part
+            dense[lo + idx, idx + d] = part
+    sizes = np.abs(dense)
+    remainder = 0.0
+    for e, u_mat, sing, vt, frob in edge_splits(unit, size):
+        remainder = max(remainder, frob)
+        left, right = e // size - 1, e // size  # the edge's two blocks
+        add_u = (u_mat * sing) @ u_mat.T
+        add_v = (vt.T * sing) @ vt
+        dense[left * size + size - h: left * size + size, size - h:] += add_u
+        dense[right * size: right * size + h, :h] += add_v
+        sizes[left * size + size - h: left * size + size, size - h:] += (np.abs(u_mat) * sing) @ np.abs(u_mat).T
+        sizes[right * size: right * size + h, :h] += (np.abs(vt).T * sing) @ np.abs(vt)
+    # each entry: Ĝ_jk plus at most two products (inner products of h terms, one scaling each) and two sums
+    forming = gamma_n(h + 3) * float(np.max(sizes.sum(axis=1))) + (2 * h + 4) * 2.0**-1074
+    shift = (rounding_shift(unit) + 2.0 * remainder + forming) * (1.0 + 8.0 * UNIT_ROUNDOFF)
+    out = [dense[i * size: (i + 1) * size] * scale for i in range(blocks)]
+    # back to G's scale: exact for normal results; a subnormal one rounds by at most 2^-1075 (m per row)
+    return out, shift * scale + size * 2.0**-1074
+
+
+def dominating_covariance(parts: list[np.ndarray], shift: float) -> np.ndarray:
+    """C of step 2: the middle block plus (shift + s) I, s above every λ_max(B_i - B_r) with its errors."""
+    ref = parts[len(parts) // 2]
+    size = ref.shape[0]
+    extra = 0.0
+    for part in parts:
+        diff = part - ref
+        if not np.any(diff):
+            continue
+        top = float(np.linalg.eigvalsh(diff)[-1])
+        frob = float(np.sqrt(np.sum(diff * diff)))
+        extra = max(extra, max(top, 0.0) + 8.0 * size * UNIT_ROUNDOFF * frob
+                    + UNIT_ROUNDOFF * float(np.max(np.abs(diff).sum(axis=1))))
+    # the sums on the diagonal round by at most u of the result: 2u of the largest diagonal entry more
+    top = float(np.max(np.abs(np.diag(ref))))
+    return ref + (shift + extra + 2.0 * UNIT_ROUNDOFF * top) * (1.0 + 4.0 * UNIT_ROUNDOFF) * np.eye(size)
+
+
+def dominating_factor(cov: np.ndarray) -> np.ndarray:
+    """F lower triangular with F Fᵀ ⪰ cov (step 3): the Cholesky factor of cov + τ I, τ at least the factor's
+    backward error γ_{m+1} || |F| |F|ᵀ ||_∞ (Higham, Thm 10.3), raised until it is."""
+    size = cov.shape[0]
+    scale = float(np.max(np.abs(cov).sum(axis=1)))
+    tau = 4.0 * gamma_n(size + 1) * scale
+    while True:
+        factor = linalg.cholesky(cov + tau * np.eye(size), lower=True)
+        absf = np.abs(factor)
+        backward = gamma_n(size + 1) * float(np.max(absf @ absf.sum(axis=0))) * (1.0 + 4.0 * size * UNIT_ROUNDOFF)
+        # the shifted matrix's own rounding (one sum per diagonal entry): u of its largest diagonal entry
+        if tau >= backward + UNIT_ROUNDOFF * (float(np.max(np.diag(cov))) + tau):
+            return factor
+        tau *= 2.0
+
+
+def raised_covariance(factor: np.ndarray) -> np.ndarray:
+    """F Fᵀ entrywise raised by its rounding bound: every entry >= the exact one."""
+    absf = np.abs(factor)
+    # fl(F Fᵀ) is within γ_m |F||F|ᵀ of the exact entries, fl(|F||F|ᵀ) within γ_m of its own, and the sum rounds by
+    # u of a value at most |F||F|ᵀ: 2 γ_{m+2} fl(|F||F|ᵀ) covers all three
+    return factor @ factor.T + 2.0 * gamma_n(factor.shape[0] + 2) * (absf @ absf.T)
+
+
+def block_moments(cov: np.ndarray) -> dict[int, float]:
+    """E[S^p] for p in ``MOMENTS``, S = (1/m) Σ_k exp(x_k - cov_kk/2), x ~ N(0, cov), raised by ``MOMENT_REL``:
+    E[S^p] = m^{-p} Σ_{k ∈ [m]^p} Π_{i<j} E_{k_i k_j}, E = exp(cov) entrywise (raised by 4 ulps), grouped by
+    sorted triples a (their multiplicity times w(a) = E_{a1a2} E_{a1a3} E_{a2a3}): with f_a = E_{a1,:} ∘ E_{a2,:} ∘
+    E_{a3,:}, p = 5 adds f_aᵀ E f_a and p = 6 the triangle sum tr((D_a E)^3), D_a = diag(f_a); p = 4 groups pairs
+    alike (f = E_{a1,:} ∘ E_{a2,:}, f ᵀ E f). All terms are positive (module constant ``MOMENT_REL``)."""
+    m = cov.shape[0]
+    e = np.exp(cov) * (1.0 + 4.0 * UNIT_ROUNDOFF)
+    out = {2: float(e.sum()) / m**2}
+    i, j = np.triu_indices(m)
+    pair_mult = np.where(i == j, 1.0, 2.0)
+    f2 = e[i] * e[j]
+    out[4] = float(np.dot(pair_mult * e[i, j], np.einsum("ak,kl,al->a", f2, e, f2))) / m**4
+    a1, a2, a3 = (x.ravel() for x in np.meshgrid(np.arange(m), np.arange(m), np.arange(m), indexing="ij"))
+    keep = (a1 <= a2) & (a2 <= a3)
+    a1, a2, a3 = a1[keep], a2[keep], a3[keep]
+    distinct = 1 + (a1 != a2) + (a2 != a3)  # 1, 2 or 3 distinct values among sorted a1 <= a2 <= a3
+    mult = np.where(distinct == 3, 6.0, np.where(distinct == 2, 3.0, 1.0))
+    weight = mult * e[a1, a2] * e[a1, a3] * e[a2, a3]
+    out[3] = float(weight.sum()) / m**3
+    fifth = sixth = 0.0
+    for start in range(0, a1.size, 1024):
+        sl = slice(start, start + 1024)
+        f = e[a1[sl]] * e[a2[sl]] * e[a3[sl]]  # (B, m)
+        fifth += float(np.dot(weight[sl], np.einsum("ak,kl,al->a", f, e, f)))
+        de = f[:, :, None] * e[None, :, :]  # D_a E
+        sixth += float(np.dot(weight[sl], np.einsum("bij,bji->b", de @ de, de)))
+    out[5] = fifth / m**5
+    out[6] = sixth / m**6
+    return {p: out[p] * (1.0 + MOMENT_REL) for p in MOMENTS}
+
+
+def markov(s: np.ndarray, moments: dict[int, float]) -> np.ndarray:
+    """min_p E[S^p]/s^p, rounded up (a product and a power: 4 ulps more than the quotient's rounding)."""
+    return np.min([mp / s**p for p, mp in moments.items()], axis=0) * (1.0 + (4 + max(moments)) * UNIT_ROUNDOFF)
+
+
+def draw_means(factor: np.ndarray, draws: int, seed: int) -> tuple[np.ndarray, float]:
+    """(sorted computed block means, r): ``draws`` means of exp(x_k - v_k/2), x = F z, v = diag(F Fᵀ), and r with
+    exact <= computed · (1 + r) for every draw (x_k within γ_{m+2} (max|z| max_k Σ_j |F_kj| + max v_k/2) of its exact
+    value, the exponentials and the mean of m terms within γ_{m+2} more)."""
+    rng = stream_generator(seed, STREAM_KEY)
+    size = factor.shape[0]
+    offset = 0.5 * (factor * factor).sum(axis=1)
+    reach = float(np.max(np.abs(factor).sum(axis=1)))
+    out = np.empty(draws)
+    z_max = 0.0
+    for start in range(0, draws, CHUNK):
+        rows = min(CHUNK, draws - start)
+        z = rng.standard_normal((rows, size))
+        z_max = max(z_max, float(np.max(np.abs(z))))
+        out[start: start + rows] = np.exp(z @ factor.T - offset).mean(axis=1)
+    e_x = gamma_n(size + 2) * (z_max * reach + float(np.max(offset))) + gamma_n(size + 2) * float(np.max(offset))
+    rel = math.expm1(e_x) + 2.0 * gamma_n(size + 2)
+    return np.sort(out), rel * (1.0 + 4.0 * UNIT_ROUNDOFF)
+
+
+class _DominatingLawBracket(AllocationBracket):
+    """The upper chain of step 6 (REMOVE only): J copies of Y·1{Y <= c} and the cap terms of Y."""
+
+    def __init__(self, law: CellLaw, sigma: float, steps: int, remove_cap: float):
+        super().__init__(sigma, steps, 1)  # settings (cells, shape) from the block's largest variance; T = J
+        self._base = law
+        self.caps = {"remove": remove_cap, "add": remove_cap}  # ADD is refused (_side)
+
+    def law(self, chain: str) -> ChainLaw:
+        if chain != "upper":
+            raise ValueError("the dominating law gives an upper chain only")
+        st = self.settings
+        base = ChainLaw(self._base, 0.0, 0.0)  # Y is defined by these atoms and masses (step 5): no allowance
+        return mean_of_steps(base, self.steps, "upper", cells=st["cells"], tau=st["tau"], shape=st["shape"])
+
+    def _side(self, eps, part, side):
+        if part is not Direction.REMOVE or side != "upper":
+            raise ValueError("the dominating law bounds δ_remove from above only")
+        return super()._side(eps, part, side)
+
+
+class BlockLawBound:
+    """Step 1-6 of the module docstring for one pair, sample count, seed and β; :meth:`upper` bounds δ_remove."""
+
+    def __init__(self, pair, samples: int, seed: int, error_prob: float) -> None:
+        if samples < 1:
+            raise ValueError(f"samples must be >= 1, got samples={samples}")
+        if not (0.0 < error_prob < 1.0):
+            raise ValueError(f"error_prob must be in (0, 1), got error_prob={error_prob}")
+        if not applies(pair):
+            raise ValueError("the block-law bound needs G banded in the natural order with J >= 2 blocks of "
+                             f"{MIN_SIZE} to {MAX_SIZE} bins (b = {pair.bins})")
+        band, blocks = band_and_blocks(pair.gram, pair.sigma)
+        self.blocks = blocks
+        cov = dominating_covariance(*split_blocks(band, blocks))
+        factor = dominating_factor(cov)
+        size = cov.shape[0]
+        self.moments = _moments(raised_covariance(factor).tobytes(), size)
+        self.draws = int(min(max(MIN_DRAWS, DRAWS_PER_SAMPLE * int(samples)), max(MIN_DRAWS, MAX_FLOPS / size**2)))
+        means, rel = draw_means(factor, self.draws, seed)
+        grid = survival_grid()
+        # every exact mean above s is a computed one above s/(1 + r) (the quotient lowered past its rounding)
+        above = self.draws - np.searchsorted(means, grid / (1.0 + rel) * (1.0 - 4.0 * UNIT_ROUNDOFF), side="right")
+        share = error_prob / grid.size
+        # the computed fraction raised past its rounding (the KL UCB increases in it)
+        ucb = np.array([kl_ucb(min(1.0, int(c) / self.draws * (1.0 + 2.0 * UNIT_ROUNDOFF)), self.draws, share)
+                        for c in above])
+        bound = np.minimum.accumulate(np.minimum(np.minimum(ucb, markov(grid, self.moments)), 1.0))
+        # Y: P(Y > s) = 1 below s_1, P_j on [s_j, s_{j+1}), M(s) from c = s_K on: atoms at s_1 (1 - P_1), at s_j
+        # (P_{j-1} - P_j) and at c (P_{K-1} - M(c)), each difference rounded up (>= the exact one), the rest above c
+        c = float(grid[-1])
+        tail = float(markov(np.array([c]), self.moments)[0])
+        if not tail <= bound[-2]:
+            raise ValueError("the moments do not reach below the sampled survival at the grid's end")
+        values = grid
+        masses = -np.diff(np.concatenate([[1.0], bound[:-1], [tail]])) * (1.0 + 4.0 * UNIT_ROUNDOFF)
+        # ∫_c^∞ min_p E[S^p]/s^p ds <= the best single p's E[S^p] c^{1-p}/(p - 1)
+        integral = min(mp * c ** (1 - p) / (p - 1) for p, mp in self.moments.items()) * (1.0 + 8 * UNIT_ROUNDOFF)
+        above_c = (c * tail + integral) * (1.0 + 2.0 * UNIT_ROUNDOFF)
+        mean_y = (float(np.dot(masses, values)) + above_c) * (1.0 + gamma_n(grid.size + 4))
+        remove_cap = (above_c + (blocks - 1) * mean_y * tail) * (1.0 + 4.0 * UNIT_ROUNDOFF)
+        self.mean = mean_y
+        self.grid, self.survival, self.tail = grid, bound, tail  # P_j on the grid and M(c) (benchmarks)
+        sigma = max(1.0 / math.sqrt(float(np.max(np.diag(cov)))), BRACKET_MIN_SIGMA)
+        self._bracket = _DominatingLawBracket(CellLaw(values, masses), sigma, blocks, remove_cap)
+
+    def upper(self, epsilons) -> np.ndarray:
+        """Upper bounds on δ_remove(ε) (non-increasing in ε)."""
+        return self._bracket.delta_side(np.asarray(epsilons, dtype=float), "remove", "upper")
+
+
+@functools.lru_cache(maxsize=4)
+def _moments(cov_bytes: bytes, size: int) -> dict[int, float]:
+    return block_moments(np.frombuffer(cov_bytes, dtype=np.float64).reshape(size, size))
+
+
+@functools.lru_cache(maxsize=8)
+def applies(pair) -> bool:
+    """Whether :class:`BlockLawBound` applies to a pair: G banded in the natural order, J >= 2 blocks of
+    ``MIN_SIZE`` to ``MAX_SIZE`` bins (:func:`~epscert.matrix.block_bound.block_count`)."""
+    band, blocks = band_and_blocks(pair.gram, pair.sigma)
+    return band is not None and MIN_SIZE <= band.shape[1] // blocks <= MAX_SIZE
+
+
+@functools.lru_cache(maxsize=8)
+def remove_bound(pair, samples: int, seed: int, error_prob: float) -> BlockLawBound | None:
+    """The (cached) bound of one pair, sample count, seed and β, or None where it does not apply or G gives no
+    factor."""
+    if not applies(pair):
+        return None
+    try:
+        return BlockLawBound(pair, samples, seed, error_prob)
+    except (linalg.LinAlgError, ValueError):
+        return None

@@ -1,0 +1,204 @@
+"""epscert/matrix/block_law.py: the split and the dominating covariance by eigenvalues of dense matrices built here,
+the exact moments against brute-force sums over all tuples, the raised covariance against extended precision, the
+REMOVE bound above this file's own naive estimate of δ_remove, its rows, and bad input refused."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+
+from benchmarks.matrix_rivals import binomial_c_col
+from epscert.config.samplers import cached_pair
+from epscert.matrix import block_law
+from epscert.matrix.block_bound import band_and_blocks
+from epscert.matrix.strategies import toeplitz_strategy
+
+
+def random_band(b: int, h: int, seed: int) -> np.ndarray:
+    """The band (band[d, k] = G_{k+d, k}) of G = L Lᵀ with L banded lower triangular (h sub-diagonals), entries >= 0."""
+    rng = np.random.default_rng(seed)
+    lower = np.zeros((b, b))
+    for d in range(h + 1):
+        lower[np.arange(d, b), np.arange(b - d)] = rng.uniform(0.2, 1.0, b - d) / (1 + d)
+    g = lower @ lower.T
+    return np.array([np.concatenate([np.diagonal(g, -d), np.zeros(d)]) for d in range(h + 1)]), g
+
+
+@pytest.mark.parametrize("b, h, blocks, seed", [(60, 5, 6, 0), (96, 11, 8, 1), (40, 9, 4, 2), (48, 11, 2, 3)])
+def test_split_dominates_g_and_every_block_is_below_the_covariance_drawn(b, h, blocks, seed):
+    band, g = random_band(b, h, seed)
+    parts, shift = block_law.split_blocks(band, blocks)
+    size = b // blocks
+    dense = np.zeros((b, b))
+    for i, part in enumerate(parts):
+        dense[i * size:(i + 1) * size, i * size:(i + 1) * size] = part
+    assert np.min(np.linalg.eigvalsh(dense + shift * np.eye(b) - g)) >= 0.0
+    # without the singular-vector additions the blocks alone do not dominate G (the test can fail)
+    plain = np.zeros((b, b))
+    for i in range(blocks):
+        sl = slice(i * size, (i + 1) * size)
+        plain[sl, sl] = g[sl, sl]
+    assert np.min(np.linalg.eigvalsh(plain + shift * np.eye(b) - g)) < 0.0
+    cov = block_law.dominating_covariance(parts, shift)
+    for part in parts:
+        assert np.min(np.linalg.eigvalsh(cov - part - shift * np.eye(size))) >= 0.0
+    factor = block_law.dominating_factor(cov)
+    assert np.min(np.linalg.eigvalsh(factor @ factor.T - cov)) >= 0.0
+
+
+def test_raised_covariance_is_above_the_exact_product():
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((40, 40))
+    factor = np.linalg.cholesky(x @ x.T / 40 + np.eye(40))
+    exact = factor.astype(np.longdouble) @ factor.T.astype(np.longdouble)
+    raised = block_law.raised_covariance(factor)
+    assert np.all(raised.astype(np.longdouble) >= exact)
+    assert np.max(np.abs(raised - exact.astype(np.float64))) < 1e-12
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_moments_against_brute_force_over_all_tuples(seed):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((5, 5))
+    cov = x @ x.T / 8.0
+    moments = block_law.block_moments(cov)
+    e = np.exp(cov)
+    for p in block_law.MOMENTS:
+        total = 0.0
+        for tup in itertools.product(range(5), repeat=p):
+            total += math.prod(e[tup[i], tup[j]] for i in range(p) for j in range(i + 1, p))
+        exact = total / 5**p
+        assert exact <= moments[p] <= exact * (1.0 + 2 * block_law.MOMENT_REL)
+
+
+def test_moments_against_the_draws():
+    """E[S^p] for p = 2, 3 within CLT limits of the sample moments of the drawn law (same covariance)."""
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((12, 12))
+    cov = x @ x.T / 40.0
+    factor = np.linalg.cholesky(cov)
+    moments = block_law.block_moments(factor @ factor.T)
+    means, rel = block_law.draw_means(factor, 400_000, seed=3)
+    assert rel < 1e-12
+    assert abs(means.mean() - 1.0) < 5 * means.std() / math.sqrt(means.size)
+    for p in (2, 3):
+        vals = means**p
+        assert abs(vals.mean() - moments[p]) < 5 * vals.std() / math.sqrt(vals.size)
+
+
+def one_participation(n: int, bands: int, sigma: float):
+    return cached_pair(toeplitz_strategy(np.array(binomial_c_col(bands)), n), n, sigma)
+
+
+def naive_remove(pair, eps: np.ndarray, draws: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """This file's own estimate of δ_remove(ε) = E_Q[(S - e^ε)_+] with its standard error, g ~ N(0, G) by the
+    dense Cholesky factor."""
+    g = np.asarray(pair.g)
+    factor = np.linalg.cholesky(g)
+    rng = np.random.default_rng(seed)
+    sums = np.zeros(eps.size)
+    squares = np.zeros(eps.size)
+    for _ in range(draws // 20_000):
+        x = rng.standard_normal((20_000, g.shape[0])) @ factor.T - 0.5 * np.diag(g)
+        s = np.exp(x).mean(axis=1)
+        vals = np.maximum(s[:, None] - np.exp(eps)[None, :], 0.0)
+        sums += vals.sum(axis=0)
+        squares += (vals * vals).sum(axis=0)
+    mean = sums / draws
+    return mean, np.sqrt(np.maximum(squares / draws - mean * mean, 0.0) / draws)
+
+
+def test_remove_bound_lies_above_an_independent_naive_estimate():
+    pair = one_participation(128, 32, 1.0)  # h = 31: four blocks of 32
+    assert block_law.applies(pair)
+    bound = block_law.BlockLawBound(pair, 2000, 0, 0.01)
+    assert bound.blocks == 4 and bound.draws == block_law.DRAWS_PER_SAMPLE * 2000
+    eps = np.array([0.3, 0.6, 0.9, 1.2])
+    est, err = naive_remove(pair, eps, 200_000, 11)
+    upper = bound.upper(eps)
+    assert np.all(np.diff(upper) <= 0.0)
+    assert np.all(upper >= est - 4 * err)
+    # and it is a bound that says something: within 20 times the estimate where δ is above 10^-3
+    big = est > 1e-3
+    assert big.any() and np.all(upper[big] <= 20 * est[big])
+
+
+def test_the_law_y_dominates_the_survival_bound_and_fresh_draws():
+    """Step 5: P(Y > s) >= P_j on [s_j, s_{j+1}) (checked at both ends), and >= the survival of fresh draws of the
+    block mean (the drawn covariance's own factor, another seed) within their sampling error."""
+    pair = one_participation(128, 32, 1.0)
+    bound = block_law.BlockLawBound(pair, 1000, 0, 0.01)
+    law = bound._bracket._base
+    grid, survival = bound.grid, bound.survival
+
+    def y_above(s):
+        return float(law.masses[law.values > s].sum()) + (bound.tail if s < grid[-1] else 0.0)
+
+    for j in range(grid.size - 1):
+        for s in (grid[j], np.nextafter(grid[j + 1], 0.0)):
+            assert y_above(s) >= survival[j] * (1.0 - 1e-12)
+    assert law.values[0] == grid[0] and abs(law.mass + 0.0 - 1.0) < 1e-9
+    band, blocks = band_and_blocks(pair.gram, pair.sigma)
+    factor = block_law.dominating_factor(block_law.dominating_covariance(*block_law.split_blocks(band, blocks)))
+    fresh, _ = block_law.draw_means(factor, 200_000, seed=99)
+    for s in (0.5, 1.0, 2.0, 4.0, 8.0):
+        frac = float(np.mean(fresh > s))
+        assert y_above(s) >= frac - 4.0 * math.sqrt(frac * (1 - frac) / fresh.size)
+
+
+def test_remove_bound_refuses_bad_input_before_any_draw():
+    pair = one_participation(128, 32, 1.0)
+    with pytest.raises(ValueError, match="samples"):
+        block_law.BlockLawBound(pair, 0, 0, 0.01)
+    with pytest.raises(ValueError, match="error_prob"):
+        block_law.BlockLawBound(pair, 100, 0, 1.5)
+    narrow = one_participation(200, 8, 1.0)  # blocks of 8 bins: below MIN_SIZE
+    assert not block_law.applies(narrow)
+    with pytest.raises(ValueError, match="blocks of"):
+        block_law.BlockLawBound(narrow, 100, 0, 0.01)
+    assert block_law.remove_bound(narrow, 100, 0, 0.01) is None
+
+
+def test_the_bound_never_claims_add():
+    bound = block_law.BlockLawBound(one_participation(128, 32, 1.0), 100, 0, 0.01)
+    with pytest.raises(ValueError, match="δ_remove from above only"):
+        bound._bracket.delta_side(np.array([0.5]), "add", "upper")
+    with pytest.raises(ValueError, match="δ_remove from above only"):
+        bound._bracket.delta_side(np.array([0.5]), "remove", "lower")
+
+
+def test_rows_take_the_smaller_remove_bound_and_name_it():
+    from epscert import Accountant
+
+    n = 128
+    acc = Accountant(noise_multiplier=1.0, strategy=toeplitz_strategy(np.array(binomial_c_col(32)), n),
+                     cycle_length=n, samples=2000)
+    acc.get_delta(0.9)
+    rows = acc.last_table.to_pylist()
+    remove = [r for r in rows if r["direction"] == "remove" and r["bound"] and "block_law" in r["bound"]]
+    assert remove, [r["bound"] for r in rows]
+    pair = one_participation(n, 32, 1.0)
+    est, err = naive_remove(pair, np.array([0.9]), 100_000, 12)
+    for row in remove:
+        assert row["delta_upper"] >= est[0] - 4 * err[0]
+    _, blocks = band_and_blocks(pair.gram, pair.sigma)
+    assert blocks == 4
+
+
+@pytest.mark.slow
+def test_survival_ucbs_cover_over_seeds():
+    """Step 4's coverage: over 20 seeds at β = 0.1, the number of runs in which some P_j falls below the survival of
+    a 4·10^6-draw reference (less 4 of its standard errors) is at most 5. Each run fails with probability <= 0.1, so
+    the test fails falsely with probability <= P(Bin(20, 0.1) >= 6) ≈ 0.011."""
+    pair = one_participation(128, 32, 1.0)
+    band, blocks = band_and_blocks(pair.gram, pair.sigma)
+    factor = block_law.dominating_factor(block_law.dominating_covariance(*block_law.split_blocks(band, blocks)))
+    ref, _ = block_law.draw_means(factor, 4_000_000, seed=12345)
+    grid = block_law.survival_grid()
+    frac = (ref.size - np.searchsorted(ref, grid, side="right")) / ref.size
+    floor = frac - 4.0 * np.sqrt(frac * (1.0 - frac) / ref.size)
+    misses = sum(bool(np.any(block_law.BlockLawBound(pair, 1000, seed, 0.1).survival < floor)) for seed in range(20))
+    assert misses <= 5
