@@ -255,7 +255,7 @@ def matrix_value_rows(config: CertifyConfig, method: Method, acc: acc_mod.Accumu
         law_formed = False  # whether the block-law bound did (REMOVE)
         if split_remove:
             law_bound = remove_bound(matrix_pair(config), config.samples, config.seed, beta / 2.0)
-            if law_bound is not None:  # None: no factor (the values' bound alone, still at β/2)
+            if law_bound is not None:  # never None where it applies (the values' bound alone would be at β/2)
                 ucbs = raised_from_the_right(np.minimum(ucbs, law_bound.upper(config.epsilons)).tolist())
                 law_formed = True
         if split and (Direction.REMOVE not in per_dir

@@ -9,6 +9,7 @@ import math
 
 import numpy as np
 import pytest
+from scipy import integrate, linalg
 
 from benchmarks.matrix_rivals import binomial_c_col
 from epscert.config.samplers import cached_pair
@@ -93,16 +94,25 @@ def one_participation(n: int, bands: int, sigma: float):
     return cached_pair(toeplitz_strategy(np.array(binomial_c_col(bands)), n), n, sigma)
 
 
-def naive_remove(pair, eps: np.ndarray, draws: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """This file's own estimate of δ_remove(ε) = E_Q[(S - e^ε)_+] with its standard error, g ~ N(0, G) by the
-    dense Cholesky factor."""
-    g = np.asarray(pair.g)
-    factor = np.linalg.cholesky(g)
+def toeplitz_matrix(n: int, bands: int) -> np.ndarray:
+    """This file's own dense lower-triangular Toeplitz C with first column binomial_c_col(bands)."""
+    col = np.zeros(n)
+    col[:bands] = binomial_c_col(bands)
+    return linalg.toeplitz(col, np.zeros(n))
+
+
+def naive_remove(pair, bands: int, eps: np.ndarray, draws: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """This file's own estimate of δ_remove(ε) = E_Q[(S - e^ε)_+] with its standard error. One participation: mode
+    j is C e_j, so g = Cᵀ w / σ with w ~ N(0, I) has covariance G = CᵀC/σ² (no factorisation of G, which may be
+    ill-conditioned); the strategy is rebuilt here from its first column, not taken from the pair."""
+    n = pair.bins
+    c = toeplitz_matrix(n, bands) / pair.sigma
+    half = 0.5 * np.sum(c * c, axis=0)
     rng = np.random.default_rng(seed)
     sums = np.zeros(eps.size)
     squares = np.zeros(eps.size)
     for _ in range(draws // 20_000):
-        x = rng.standard_normal((20_000, g.shape[0])) @ factor.T - 0.5 * np.diag(g)
+        x = rng.standard_normal((20_000, n)) @ c - half
         s = np.exp(x).mean(axis=1)
         vals = np.maximum(s[:, None] - np.exp(eps)[None, :], 0.0)
         sums += vals.sum(axis=0)
@@ -117,7 +127,7 @@ def test_remove_bound_lies_above_an_independent_naive_estimate():
     bound = block_law.BlockLawBound(pair, 2000, 0, 0.01)
     assert bound.blocks == 4 and bound.draws == block_law.DRAWS_PER_SAMPLE * 2000
     eps = np.array([0.3, 0.6, 0.9, 1.2])
-    est, err = naive_remove(pair, eps, 200_000, 11)
+    est, err = naive_remove(pair, 32, eps, 200_000, 11)
     upper = bound.upper(eps)
     assert np.all(np.diff(upper) <= 0.0)
     assert np.all(upper >= est - 4 * err)
@@ -181,7 +191,7 @@ def test_rows_take_the_smaller_remove_bound_and_name_it():
     remove = [r for r in rows if r["direction"] == "remove" and r["bound"] and "block_law" in r["bound"]]
     assert remove, [r["bound"] for r in rows]
     pair = one_participation(n, 32, 1.0)
-    est, err = naive_remove(pair, np.array([0.9]), 100_000, 12)
+    est, err = naive_remove(pair, 32, np.array([0.9]), 100_000, 12)
     for row in remove:
         assert row["delta_upper"] >= est[0] - 4 * err[0]
     _, blocks = band_and_blocks(pair.gram, pair.sigma)
@@ -202,3 +212,69 @@ def test_survival_ucbs_cover_over_seeds():
     floor = frac - 4.0 * np.sqrt(frac * (1.0 - frac) / ref.size)
     misses = sum(bool(np.any(block_law.BlockLawBound(pair, 1000, seed, 0.1).survival < floor)) for seed in range(20))
     assert misses <= 5
+
+
+@pytest.mark.parametrize("size, a, b", [(64, 3.0, 1.0), (32, 0.5, 2.0), (96, 1e-3, 0.0)])
+def test_certified_top_against_an_exact_spectrum(size, a, b):
+    """D = a 11ᵀ/m - b I (m a power of two or a·/m exact enough: its entries are formed here) has λ_max = a - b
+    exactly; the certified value lies above it and within 10^-12 of the scale."""
+    diff = np.full((size, size), a / size) - b * np.eye(size)
+    top = block_law.certified_top(diff)
+    assert top >= a - b
+    assert top <= a - b + 1e-12 * (abs(a) + abs(b))
+
+
+def test_certified_top_on_random_and_degenerate_matrices():
+    rng = np.random.default_rng(3)
+    for scale in (1e-200, 1.0, 1e200):
+        x = rng.standard_normal((48, 48))
+        diff = (x + x.T) * scale
+        exact_top = float(np.linalg.eigvalsh(diff)[-1])
+        top = block_law.certified_top(diff)
+        assert exact_top <= top <= exact_top + 1e-12 * float(np.max(np.abs(diff).sum(axis=1)))
+    assert block_law.certified_top(np.zeros((8, 8))) == 0.0
+    # rank one, its top eigenvalue multiple-free and the rest zero: t I - D is singular at t = λ_max's neighbours
+    v = rng.standard_normal(40)
+    diff = np.outer(v, v)
+    top = block_law.certified_top(diff)
+    assert float(v @ v) <= top <= float(v @ v) * (1.0 + 1e-12)
+
+
+def test_tail_integral_against_quadrature():
+    """∫_c^∞ min(level, M(s)) ds by adaptive quadrature: the bound lies above it and within 3 % (the best single
+    Markov order against the minimum over orders), for a level at M(c) and far below it."""
+    bound = block_law.BlockLawBound(one_participation(128, 32, 1.0), 1000, 0, 0.01)
+    c = float(block_law.survival_grid()[-1])
+    for level in (bound.tail, 1e-12, 1e-14, 1e-16):
+        def integrand(s):
+            return min(level, float(block_law.markov(np.array([s]), bound.moments)[0]))
+        quad = (integrate.quad(integrand, c, 1e6, limit=500, points=[1.0001 * c, 2 * c, 10 * c, 1e5])[0]
+                + integrate.quad(integrand, 1e6, np.inf, limit=500)[0])
+        value = block_law.tail_integral(c, level, bound.moments)
+        assert quad <= value <= 1.03 * quad
+
+
+def test_heavy_tail_forms_a_bound_but_is_not_applied():
+    """Where the moments put M(c) above the sampled P_{K-1} (σ = 0.5), the bound still forms (P(Y > c) = P_K, the
+    flat level beyond c); :func:`applies` (deterministic, moments of order <= 4) keeps it out of the rows there."""
+    pair = one_participation(128, 32, 0.5)
+    assert block_law.fits(pair) and not block_law.applies(pair)
+    assert block_law.remove_bound(pair, 1000, 0, 0.01) is None
+    bound = block_law.BlockLawBound(pair, 1000, 0, 0.01)
+    c = float(bound.grid[-1])
+    m_c = float(block_law.markov(np.array([c]), bound.moments)[0])
+    assert m_c > bound.survival[-2]  # the case the earlier version refused
+    assert bound.tail == bound.survival[-1] <= min(m_c, bound.survival[-2])
+    assert np.all(bound.upper(np.array([0.5, 1.0])) >= min(1.0, c * bound.tail))  # the cap holds c P_K at least
+
+
+def test_rows_leave_the_block_law_out_where_it_does_not_apply():
+    from epscert import Accountant
+
+    n = 128
+    acc = Accountant(noise_multiplier=0.7, strategy=toeplitz_strategy(np.array(binomial_c_col(32)), n),
+                     cycle_length=n, samples=1000)
+    acc.get_delta(3.0)
+    rows = [r for r in acc.last_table.to_pylist() if r["direction"] == "remove" and r["bound"]]
+    assert rows and not any("block_law" in r["bound"] for r in rows)
+    assert block_law.fits(one_participation(n, 32, 0.7)) and not block_law.applies(one_participation(n, 32, 0.7))
