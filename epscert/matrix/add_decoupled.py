@@ -17,8 +17,9 @@ bound stays near log(1/β)/N however small δ_add is. This bound has no range of
    (√η a - c/√η)(√η a - c/√η)ᵀ ⪰ 0 gives l lᵀ ⪯ (1 + η) a aᵀ + (1 + 1/η) c cᵀ; η = ||c||/||a||. Summing,
    G ⪯ G' = blockdiag(G'_1, .., G'_J) with G'_i = G_ii + Σ (η or 1/η) (the part in block i)(its transpose) over
    the columns that cross block i's edges. Under G' the blocks are independent.
-   Rounding: the computed factor satisfies L Lᵀ = G + ΔG with |ΔG| <= γ_{h+2} |L| |L|ᵀ (Higham, Accuracy and
-   Stability, Thm 10.3, inner products of at most h + 1 terms); starting the blocks from G_ii rather than
+   Rounding: the computed factor satisfies L Lᵀ = G + ΔG with |ΔG| <= γ_{h+3} |L| |L|ᵀ (Higham, Accuracy and
+   Stability, Thm 10.3, inner products of at most h + 1 terms: γ_{h+2} there, and one rounding more because LAPACK
+   scales a column by the computed reciprocal of its pivot instead of dividing); starting the blocks from G_ii rather than
    (L Lᵀ)_ii costs blockdiag(ΔG_ii) - ΔG, at most 2 ||ΔG||_∞; each entry of a block is G_jk plus at most 2h
    rounded terms (γ_{2h+3} of its row's absolute sum); the computed 1/η is raised by 4 ulps so that the two
    factors' product stays >= 1; and the sampling factor of each block has its own ΔB, bounded like ΔG. Every
@@ -113,14 +114,14 @@ def gamma_n(m: int) -> float:
 def banded_factor(band: np.ndarray) -> tuple[np.ndarray, float]:
     """(lower, e): G's banded Cholesky factor from its band (band[d, k] = G_{k+d, k}, d = 0..h), as
     lower[d, j] = L[j + d, j], and e >= ||ΔG||_∞ for L Lᵀ = G + ΔG (module docstring, step 2: Higham's
-    γ_{h+2} |L||L|ᵀ, formed with |L|ᵀ 1 first, the column sums of |L|)."""
+    γ_{h+3} |L||L|ᵀ, formed with |L|ᵀ 1 first, the column sums of |L|)."""
     h, b = band.shape[0] - 1, band.shape[1]
     lower = linalg.cholesky_banded(band, lower=True)
     col_sums = np.abs(lower).sum(axis=0)
     row_bound = np.zeros(b)
     for d in range(h + 1):
         row_bound[d:] += np.abs(lower[d, : b - d]) * col_sums[: b - d]
-    return lower, gamma_n(h + 2) * float(np.max(row_bound)) * (1.0 + 4.0 * (h + 2) * UNIT_ROUNDOFF)
+    return lower, gamma_n(h + 3) * float(np.max(row_bound)) * (1.0 + 4.0 * (h + 2) * UNIT_ROUNDOFF)
 
 
 def scaled_norm(x: np.ndarray) -> float:
@@ -171,12 +172,12 @@ def decoupled_blocks(g: np.ndarray, edges: np.ndarray) -> list[np.ndarray]:
         # each rounded once (the outer product) before it is added
         forming = gamma_n(2 * h + 3) * float(np.max(size_of.sum(axis=1)))
         # a first guess at the factor's own error (checked below, and raised until it is covered)
-        tau = 2.0 * delta_g + forming + gamma_n(size + 1) * 4.0 * float(np.max(size_of.sum(axis=1)))
+        tau = 2.0 * delta_g + forming + gamma_n(size + 2) * 4.0 * float(np.max(size_of.sum(axis=1)))
         while True:
             shifted = block + tau * np.eye(size)
             factor = linalg.cholesky(shifted, lower=True)
             absf = np.abs(factor)
-            delta_b = gamma_n(size + 1) * float(np.max(absf @ absf.sum(axis=0))) * (1.0 + 4.0 * size * UNIT_ROUNDOFF)
+            delta_b = gamma_n(size + 2) * float(np.max(absf @ absf.sum(axis=0))) * (1.0 + 4.0 * size * UNIT_ROUNDOFF)
             if tau >= 2.0 * delta_g + forming + delta_b:
                 break
             tau = 2.0 * (2.0 * delta_g + forming + delta_b)

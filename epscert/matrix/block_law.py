@@ -29,15 +29,16 @@ from :func:`~epscert.matrix.block_bound.block_count`, m <= ``MAX_SIZE``):
    these and 1, made non-increasing from the left (a survival function is), holds for every j at once with
    probability >= 1 - β.
 5. **A law above it.** Y takes s_j with mass P_{j-1} - P_j (P_0 = 1), j <= K, and beyond the last point c = s_K its
-   survival is min(P_K, M(s)), M(s) = min_p E[S_F^p]/s^p. Then P(Y > s) = P_j >= P(S_F > s) on [s_j, s_{j+1}) and
-   min(P_K, M(s)) >= P(S_F > s) beyond c, so S_F <=_st Y and S_F ⪯_icx Y (E Y is a little above 1). The masses are
+   survival is min(P_K, M̄(s)), M̄(s) = (1 + 20u) min_p E[S_F^p]/s^p, at least the computed Markov bound
+   (:func:`tail_integral`), so P_K <= M̄(c) and the survival function is right-continuous at c. Then
+   P(Y > s) = P_j >= P(S_F > s) on [s_j, s_{j+1}) and min(P_K, M̄(s)) >= P(S_F > s) from c on, so S_F <=_st Y and S_F ⪯_icx Y (E Y is a little above 1). The masses are
    rounded up, so the measure used has total mass a little above 1 and at least Y's mass at every atom: every
    expectation of a non-negative function below is at least Y's. For δ_remove, s ↦ (s - e^ε)_+ is increasing and
    convex, so replacing the independent block means one at a time, δ_remove(G) <= E[((1/J) Σ_i Y_i - e^ε)_+] with
    Y_i i.i.d. copies of Y. (Not δ_add: a decreasing convex function needs equal means.)
 6. **That mean, bracketed.** The upper chain of :mod:`epscert.allocation.epoch` from the base law Y·1{Y <= c}
    (exact atoms; masses rounded up), J steps, and the cap of :mod:`epscert.allocation.tails` with E[Y] in place of
-   1: E[Y 1{Y > c}] + (J - 1) E[Y] P(Y > c), with P(Y > c) = P_K and E[Y 1{Y > c}] = c P_K + ∫_c^∞ min(P_K, M(s)) ds
+   1: E[Y 1{Y > c}] + (J - 1) E[Y] P(Y > c), with P(Y > c) = P_K and E[Y 1{Y > c}] = c P_K + ∫_c^∞ min(P_K, M̄(s)) ds
    (:func:`tail_integral`).
 
 The bound is formed only where it can help (:func:`applies`, deterministic: the moments of order <= 4 must put the
@@ -140,32 +141,47 @@ def split_blocks(band: np.ndarray, blocks: int) -> tuple[list[np.ndarray], float
 
 
 def certified_top(diff: np.ndarray) -> float:
-    """t' >= λ_max(diff) for a symmetric ``diff``, certified a posteriori (the computed eigenvalues are only a start).
+    """t' >= λ_max(diff) for a symmetric, finite ``diff``, certified a posteriori (the computed eigenvalues are only a
+    start).
 
-    With t above the computed largest eigenvalue, M = fl(t I - diff) differs from t I - diff on the diagonal only,
-    by E with |E_kk| <= u |M_kk|. If the Cholesky factorisation of M runs to completion, its computed factor L has
-    L Lᵀ = M + ΔM with |ΔM| <= γ_{m+1} |L||L|ᵀ entrywise (Higham, Thm 10.3), so t I - diff = L Lᵀ - ΔM - E ⪰
-    -(||ΔM||_2 + ||E||_2) I, and λ_max(diff) <= t + γ_{m+1} || |L||L|ᵀ ||_∞ + u max|M_kk| (the ∞-norm of a symmetric
-    matrix bounds its 2-norm; fl(|L||L|ᵀ) is raised by 4 m u for its own rounding). t is raised until the
-    factorisation succeeds. Returns 0 for a zero ``diff``.
+    Formed on D = diff / 2^e, the power of two that puts its largest entry in [1/2, 1) (exact but for entries that
+    become subnormal, each off by at most 2^-1075: m 2^-1075 on the 2-norm, added). With t above the computed
+    largest eigenvalue, M = fl(t I - D) differs from t I - D on the diagonal only, by E with |E_kk| <= u |M_kk|. If
+    the Cholesky factorisation of M runs to completion, its computed factor L has L Lᵀ = M + ΔM with
+    |ΔM| <= γ_{m+2} |L||L|ᵀ entrywise (Higham, Thm 10.3, with one rounding more for LAPACK's reciprocal pivot), so
+    t I - D = L Lᵀ - ΔM - E ⪰ -(||ΔM||_2 + ||E||_2) I, and λ_max(D) <= t + γ_{m+2} || |L||L|ᵀ ||_∞ + u max|M_kk|
+    (the ∞-norm of a symmetric matrix bounds its 2-norm; fl(|L||L|ᵀ) is raised by 4 m u for its own rounding and
+    by m² 2^-1074 for products lost to underflow). t is raised until the factorisation succeeds. The sum is rounded
+    up by 4 ulps of its magnitude (so a negative result also moves up), then scaled back by 2^e and raised by
+    2^-1074 (exact but for a subnormal result). Returns 0 for a zero ``diff``; raises ``ValueError`` for a
+    non-finite one.
     """
+    if not np.all(np.isfinite(diff)):
+        raise ValueError("certified_top needs a finite matrix")
     size = diff.shape[0]
-    scale = float(np.max(np.abs(diff).sum(axis=1)))
-    if scale == 0.0:
+    top_entry = float(np.max(np.abs(diff)))
+    if top_entry == 0.0:
         return 0.0
-    margin = 4.0 * gamma_n(size + 1) * scale
-    top = float(np.linalg.eigvalsh(diff)[-1])
+    exponent = math.frexp(top_entry)[1]
+    unit = np.ldexp(diff, -exponent)
+    scale = float(np.max(np.abs(unit).sum(axis=1)))  # >= 1/2
+    margin = 4.0 * gamma_n(size + 2) * scale
+    top = float(np.linalg.eigvalsh(unit)[-1])
     while True:
         t = top + margin
-        shifted = t * np.eye(size) - diff
+        shifted = t * np.eye(size) - unit
         try:
             factor = linalg.cholesky(shifted, lower=True)
         except linalg.LinAlgError:
             margin *= 2.0
             continue
         absf = np.abs(factor)
-        backward = gamma_n(size + 1) * float(np.max(absf @ absf.sum(axis=0))) * (1.0 + 4.0 * size * UNIT_ROUNDOFF)
-        return (t + backward + UNIT_ROUNDOFF * float(np.max(np.abs(np.diag(shifted))))) * (1.0 + 4.0 * UNIT_ROUNDOFF)
+        backward = (gamma_n(size + 2) * float(np.max(absf @ absf.sum(axis=0))) * (1.0 + 4.0 * size * UNIT_ROUNDOFF)
+                    + size * size * 2.0**-1074)
+        errors = backward + UNIT_ROUNDOFF * float(np.max(np.abs(np.diag(shifted)))) + size * 2.0**-1075
+        total = t + errors * (1.0 + 4.0 * UNIT_ROUNDOFF)
+        total = total + 4.0 * UNIT_ROUNDOFF * abs(total)
+        return math.ldexp(total, exponent) + 2.0**-1074
 
 
 def dominating_covariance(parts: list[np.ndarray], shift: float) -> np.ndarray:
@@ -179,7 +195,7 @@ def dominating_covariance(parts: list[np.ndarray], shift: float) -> np.ndarray:
         if not np.any(diff):
             continue
         extra = max(extra, max(certified_top(diff), 0.0)
-                    + UNIT_ROUNDOFF * float(np.max(np.abs(diff).sum(axis=1))) * (1.0 + 2.0 * UNIT_ROUNDOFF))
+                    + UNIT_ROUNDOFF * float(np.max(np.abs(diff).sum(axis=1))) * (1.0 + gamma_n(size + 2)))
     # the sums on the diagonal round by at most u of the result: 2u of the largest diagonal entry more
     top = float(np.max(np.abs(np.diag(ref))))
     return ref + (shift + extra + 2.0 * UNIT_ROUNDOFF * top) * (1.0 + 4.0 * UNIT_ROUNDOFF) * np.eye(size)
@@ -187,14 +203,17 @@ def dominating_covariance(parts: list[np.ndarray], shift: float) -> np.ndarray:
 
 def dominating_factor(cov: np.ndarray) -> np.ndarray:
     """F lower triangular with F Fᵀ ⪰ cov (step 3): the Cholesky factor of cov + τ I, τ at least the factor's
-    backward error γ_{m+1} || |F| |F|ᵀ ||_∞ (Higham, Thm 10.3), raised until it is."""
+    backward error γ_{m+2} || |F| |F|ᵀ ||_∞ (Higham, Thm 10.3, one rounding more for LAPACK's reciprocal pivot;
+    plus m² 2^-1074 for products lost to underflow), raised until it is (τ starts at 2^-1000 at least, so doubling
+    always moves it)."""
     size = cov.shape[0]
     scale = float(np.max(np.abs(cov).sum(axis=1)))
-    tau = 4.0 * gamma_n(size + 1) * scale
+    tau = max(4.0 * gamma_n(size + 2) * scale, 2.0**-1000)
     while True:
         factor = linalg.cholesky(cov + tau * np.eye(size), lower=True)
         absf = np.abs(factor)
-        backward = gamma_n(size + 1) * float(np.max(absf @ absf.sum(axis=0))) * (1.0 + 4.0 * size * UNIT_ROUNDOFF)
+        backward = (gamma_n(size + 2) * float(np.max(absf @ absf.sum(axis=0))) * (1.0 + 4.0 * size * UNIT_ROUNDOFF)
+                    + size * size * 2.0**-1074)
         # the shifted matrix's own rounding (one sum per diagonal entry): u of its largest diagonal entry
         if tau >= backward + UNIT_ROUNDOFF * (float(np.max(np.diag(cov))) + tau):
             return factor
@@ -348,11 +367,14 @@ class BlockLawBound:
 
 
 def tail_integral(c: float, level: float, moments: dict[int, float]) -> float:
-    """An upper bound on ∫_c^∞ min(level, M(s)) ds, M(s) = min_p E[S^p]/s^p: for each p and any s* >= c the
-    integral is at most level (s* - c) + E[S^p] s*^{1-p}/(p - 1) (the first term bounds the integrand by ``level``
-    on [c, s*], the second by the p-th Markov bound beyond), taken at s* = max(c, (E[S^p]/level)^{1/p}) (where the
-    two meet; any s* >= c is valid, so its rounding does not matter), the smallest over p, raised by 16 ulps for the
-    few roundings of each expression. +inf where every moment is."""
+    """An upper bound on ∫_c^∞ min(level, M̄(s)) ds, M̄(s) = (1 + 20u) min_p E[S^p]/s^p (a continuous function at
+    least the value :func:`markov` computes, whose pow, quotient and raising by 10 ulps move it by under 20 ulps).
+    Since min(a, (1 + x) b) <= (1 + x) min(a, b), it is at most 1 + 20u times ∫ min(level, E[S^p] s^{-p}) ds for
+    each p; for any s* >= c that integral is at most level (s* - c) + E[S^p] s*^{1-p}/(p - 1) (the first term bounds
+    the integrand by ``level`` on [c, s*], the second by the p-th Markov bound beyond), taken at s* = max(c,
+    (E[S^p]/level)^{1/p}) (where the two meet; any s* >= c is valid, so its rounding does not matter), the smallest
+    over p, raised by 16 ulps for the few roundings of each expression and by the 20 of M̄. +inf where every moment
+    is."""
     best = math.inf
     for p, mp in moments.items():
         if not math.isfinite(mp):
@@ -361,7 +383,7 @@ def tail_integral(c: float, level: float, moments: dict[int, float]) -> float:
         knee = max(c, meet) if math.isfinite(meet) else c
         value = level * (knee - c) + mp * knee ** (1 - p) / (p - 1)
         best = min(best, value)
-    return best * (1.0 + 16.0 * UNIT_ROUNDOFF)
+    return best * (1.0 + 40.0 * UNIT_ROUNDOFF)
 
 
 @functools.lru_cache(maxsize=4)
@@ -411,7 +433,11 @@ def applies(pair) -> bool:
 
 @functools.lru_cache(maxsize=8)
 def remove_bound(pair, samples: int, seed: int, error_prob: float) -> BlockLawBound | None:
-    """The (cached) bound of one pair, sample count, seed and β, or None where it does not apply."""
+    """The (cached) bound of one pair, sample count, seed and β, or None where it does not apply or fails on the way
+    (a numerical failure after :func:`applies`: the caller's other bound, still at its share of β, stands alone)."""
     if not applies(pair):
         return None
-    return BlockLawBound(pair, samples, seed, error_prob)
+    try:
+        return BlockLawBound(pair, samples, seed, error_prob)
+    except (linalg.LinAlgError, ValueError, FloatingPointError):
+        return None

@@ -226,8 +226,9 @@ def matrix_value_rows(config: CertifyConfig, method: Method, acc: acc_mod.Accumu
     ADD, where G is banded in the natural order (one participation): the UCB is the smaller of that one and
     the decoupled-blocks Chernoff bound (:mod:`epscert.matrix.add_decoupled`), each at half the ADD β; the
     second is formed only where the first exceeds the REMOVE UCB at some ε (elsewhere it cannot move 'both').
-    REMOVE, where G is banded with blocks of ``MIN_SIZE`` to ``MAX_SIZE`` bins: the smaller of that one and the
-    block-law bound (:mod:`epscert.matrix.block_law`), each at half the REMOVE β.
+    REMOVE, where the block-law bound applies (:func:`epscert.matrix.block_law.applies`, deterministic: G banded with
+    blocks of ``MIN_SIZE`` to ``MAX_SIZE`` bins and a light moment tail): the smaller of that one and the block-law
+    bound, each at half the REMOVE β.
     """
     sampler = value_sampler(config, method)
     parts = config.direction.parts()
@@ -243,8 +244,8 @@ def matrix_value_rows(config: CertifyConfig, method: Method, acc: acc_mod.Accumu
         ucbs = [1.0] * n_eps
         # ADD where G is banded: the line's UCB at β/2 and the decoupled bound at β/2 (both hold at once w.p.
         # >= 1 - β whether or not the second is formed); it is formed only where the line's UCB could bind.
-        # REMOVE where G is banded with blocks of MIN_SIZE..MAX_SIZE bins: the values' UCB at β/2 and the
-        # block-law bound at β/2 (epscert.matrix.block_law), always formed there
+        # REMOVE where the block-law bound applies (deterministic: epscert.matrix.block_law.applies): the values'
+        # UCB at β/2 and the block-law bound at β/2, always formed there
         split = direction is Direction.ADD and pair_edges(matrix_pair(config)) is not None
         split_remove = direction is Direction.REMOVE and block_law_applies(matrix_pair(config))
         line_beta = beta / 2.0 if split or split_remove else beta
@@ -255,7 +256,7 @@ def matrix_value_rows(config: CertifyConfig, method: Method, acc: acc_mod.Accumu
         law_formed = False  # whether the block-law bound did (REMOVE)
         if split_remove:
             law_bound = remove_bound(matrix_pair(config), config.samples, config.seed, beta / 2.0)
-            if law_bound is not None:  # never None where it applies (the values' bound alone would be at β/2)
+            if law_bound is not None:  # None: it failed after applying (the values' bound alone, still at β/2)
                 ucbs = raised_from_the_right(np.minimum(ucbs, law_bound.upper(config.epsilons)).tolist())
                 law_formed = True
         if split and (Direction.REMOVE not in per_dir
