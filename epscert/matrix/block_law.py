@@ -21,10 +21,16 @@ from :func:`~epscert.matrix.block_bound.block_count`, m <= ``MAX_SIZE``):
    two are equal). Every block's mean S_i is then ⪯_cx S_C, the mean of m lognormal factors under N(0, C).
 3. **The law drawn.** F = chol(C + τ I) with F Fᵀ ⪰ C checked (``τ`` raised until it covers F's own backward error,
    as in :func:`~epscert.matrix.add_decoupled.decoupled_blocks`); S_F, the block mean under N(0, F Fᵀ), is ⪰_cx S_C.
-4. **Its survival function, bounded.** N draws of S_F (its own stream of the user's seed): at each of the K grid
-   points s_j, P(S_F > s_j) <= the KL–Chernoff UCB of the count of computed means above s_j/(1 + r) (r bounds the
-   relative error of a computed mean, so every exact mean above s_j is counted), at β/K each (Bonferroni); and
-   P(S_F > s) <= E[S_F^p]/s^p (Markov) with E[S_F^p], p = 2..6, computed exactly (:func:`block_moments`) from
+4. **Its survival function, bounded.** N draws of S_F, half of them plain and half tilted (each kind its own
+   stream of the user's seed). At each of the K grid points s_j, one UCB at β/K (Bonferroni):
+   - s_j < ``TILT_FROM`` = 1: the KL–Chernoff UCB of the count of plain computed means above s_j/(1 + r) (r bounds
+     the relative error of a computed mean, so every exact mean above s_j is counted);
+   - s_j >= 1: from the tilted draws, x ~ q = (1/m) Σ_k N(Σ e_k, Σ), Σ = F Fᵀ (z ~ N(w_k, I), w_k = F's row k, so
+     F w_k = Σ e_k). The density of N(Σ e_k, Σ) against N(0, Σ) is exp(x_k - Σ_kk/2), so dq/dp = S exactly
+     (Σ_kk = v_k) and P(S_F > s) = E_q[1{S > s}/S]: values in [0, 1/s], the KL–Chernoff UCB at that scale
+     (:func:`tilted_survival_ucbs`). Under q the tail is heavier by the factor S, so at s = 16 the bound is ten
+     times lower than the plain draws' (n = b = 10^4, 64 bands, σ = 2: 1.9·10⁻⁷ against 1.8·10⁻⁶).
+   And P(S > s) <= E[S_F^p]/s^p (Markov) with E[S_F^p], p = 2..6, computed exactly (:func:`block_moments`) from
    F Fᵀ's entries raised by their rounding bound (every moment increases in every entry). P_j, the smallest of
    these and 1, made non-increasing from the left (a survival function is), holds for every j at once with
    probability >= 1 - β.
@@ -45,10 +51,12 @@ The bound is formed only where it can help (:func:`applies`, deterministic: the 
 tail beyond c below 10^-5).
 
 Every step but 4 is deterministic; 4 holds with probability >= 1 - β. At n = b = 10^4, 64 bands, σ = 2 (125 blocks
-of 80, 10^7 draws, 30 CPU s on one core) it certifies, for REMOVE at β = 0.0025, ε(10⁻⁶) <= 0.225, ε(10⁻⁸) <= 0.444
-and ε(10⁻¹⁰) <= 0.866, where the mixture bound gives 0.563, 1.042 and 1.649 (``python -m benchmarks.matrix_block_law``).
-What it leaves: the split's inflation at the edges, the Markov tail (moments of order 6 at most: the exact seventh
-costs m^7), and the survival UCBs' floor, about log(K/β)/N.
+of 80, 10^7 draws, 34 CPU s on one core) it certifies, for REMOVE at β = 0.0025, ε(10⁻⁶) <= 0.214, ε(10⁻⁸) <= 0.444
+and ε(10⁻¹⁰) <= 0.866, where the mixture bound gives 0.563, 1.042 and 1.649 (``python -m benchmarks.matrix_block_law``;
+with plain draws alone 0.225 at 10⁻⁶). What it leaves: the split's inflation at the edges, and the Markov tail
+(moments of order 6 at most: the exact seventh costs m^7), which is what binds at 10⁻⁸ and 10⁻¹⁰ (one block's
+excursion to about 70, the size that moves the mean of 125 by 0.56, costs E(Y - 70)_+ ≈ 68.9/(5·70⁵) ≈ 8·10⁻⁹
+under it).
 """
 
 from __future__ import annotations
@@ -89,6 +97,10 @@ MAX_FLOPS = 6.4e10
 CHUNK = 16_384
 #: The stream of the block draws: rng.stream_generator(seed, STREAM_KEY)
 STREAM_KEY = int.from_bytes(hashlib.sha256(b"epscert.matrix.block_law").digest()[:8], "big")
+TILTED_STREAM_KEY = int.from_bytes(hashlib.sha256(b"epscert.matrix.block_law.tilted").digest()[:8], "big")
+#: Grid points s >= TILT_FROM take the tilted draws' UCB (values in [0, 1/s]), those below it the plain draws' one;
+#: each kind gets half the draws
+TILT_FROM = 1.0
 #: Relative allowance of a computed moment: positive terms, each with at most 4m + 32 roundings (exp of a raised
 #: entry, products of 15 factors, inner products of m terms), summed over at most 10^6 terms: γ_{10^6 + 4m + 32}
 #: is below 1.2e-10 for m <= MAX_SIZE
@@ -278,11 +290,14 @@ def markov(s: np.ndarray, moments: dict[int, float]) -> np.ndarray:
         return np.min([mp / s**p for p, mp in moments.items()], axis=0) * (1.0 + (4 + max(moments)) * UNIT_ROUNDOFF)
 
 
-def draw_means(factor: np.ndarray, draws: int, seed: int) -> tuple[np.ndarray, float]:
+def draw_means(factor: np.ndarray, draws: int, seed: int, tilted: bool = False) -> tuple[np.ndarray, float]:
     """(sorted computed block means, r): ``draws`` means of exp(x_k - v_k/2), x = F z, v = diag(F Fᵀ), and r with
-    exact <= computed · (1 + r) for every draw (x_k within γ_{m+2} (max|z| max_k Σ_j |F_kj| + max v_k/2) of its exact
-    value, the exponentials and the mean of m terms within γ_{m+2} more)."""
-    rng = stream_generator(seed, STREAM_KEY)
+    exact <= computed · (1 + r) and computed <= exact · (1 + r) for every draw (x_k within
+    γ_{m+3} max|z| max_k Σ_j |F_kj| + γ_{m+2} max v_k of its exact value, the exponentials and the mean of m terms
+    within γ_{m+2} more). z ~ N(0, I), or with ``tilted`` z ~ N(w_k, I), w_k = F's row k, k uniform on [m] for
+    each draw (step 4: then x ~ N(Σ e_k, Σ), Σ = F Fᵀ; the shifted z is computed, its rounding, at most u of its
+    entries, is the one more rounding in γ_{m+3}). Plain and tilted draws have streams of their own."""
+    rng = stream_generator(seed, TILTED_STREAM_KEY if tilted else STREAM_KEY)
     size = factor.shape[0]
     offset = 0.5 * (factor * factor).sum(axis=1)
     reach = float(np.max(np.abs(factor).sum(axis=1)))
@@ -291,11 +306,33 @@ def draw_means(factor: np.ndarray, draws: int, seed: int) -> tuple[np.ndarray, f
     for start in range(0, draws, CHUNK):
         rows = min(CHUNK, draws - start)
         z = rng.standard_normal((rows, size))
+        if tilted:
+            z += factor[rng.integers(0, size, rows)]
         z_max = max(z_max, float(np.max(np.abs(z))))
         out[start: start + rows] = np.exp(z @ factor.T - offset).mean(axis=1)
-    e_x = gamma_n(size + 2) * (z_max * reach + float(np.max(offset))) + gamma_n(size + 2) * float(np.max(offset))
-    # exact <= computed · e^{e_x} / ((1 - u)(1 - γ_m)) <= computed · (1 + expm1(e_x)) (1 + γ_{m+2})²
+    e_x = gamma_n(size + 3) * z_max * reach + 2.0 * gamma_n(size + 2) * float(np.max(offset))
+    # exact <= computed · e^{e_x} / ((1 - u)(1 - γ_m)) <= computed · (1 + expm1(e_x)) (1 + γ_{m+2})², and the
+    # other way round alike
     return np.sort(out), rel_product(math.expm1(e_x), gamma_n(size + 2), gamma_n(size + 2))
+
+
+def tilted_survival_ucbs(means: np.ndarray, rel: float, grid: np.ndarray, share: float) -> np.ndarray:
+    """UCBs of P(S_F > s) at the grid points s from sorted tilted draws (step 4): with q = (1/m) Σ_k N(Σ e_k, Σ),
+    dq/dp = S, so P(S_F > s) = E_q[1{S > s}/S]. Each draw's value is raised to (1 + r)/Ŝ where the computed
+    Ŝ > s (1 - 4u)/(1 + r) (every exact S > s is counted, and 1/S <= (1 + r)/Ŝ), so it lies in [0, B],
+    B = (1 + r)²/s raised by 16 ulps; their sum (the suffix sums of 1/Ŝ over the sorted draws, reciprocals and
+    additions of positive terms: γ_{N+2}) raised, and the KL–Chernoff UCB at scale B, at ``share`` each."""
+    count = means.size
+    inverse = 1.0 / means
+    suffix = np.concatenate([np.cumsum(inverse[::-1])[::-1], [0.0]])
+    start = np.searchsorted(means, grid / (1.0 + rel) * (1.0 - 4.0 * UNIT_ROUNDOFF), side="right")
+    raise_sum = (1.0 + rel) * (1.0 + 2.0 * gamma_n(count + 2))
+    out = np.empty(grid.size)
+    for j, s in enumerate(grid):
+        scale = (1.0 + rel) ** 2 / float(s) * (1.0 + 16.0 * UNIT_ROUNDOFF)
+        mean = min(float(suffix[start[j]]) * raise_sum / count, scale)
+        out[j] = kl_ucb(mean, count, share, scale=scale)
+    return out
 
 
 class _DominatingLawBracket(AllocationBracket):
@@ -338,14 +375,20 @@ class BlockLawBound:
         size = cov.shape[0]
         self.moments = _moments(raised_covariance(factor).tobytes(), size)
         self.draws = int(min(max(MIN_DRAWS, DRAWS_PER_SAMPLE * int(samples)), max(MIN_DRAWS, MAX_FLOPS / size**2)))
-        means, rel = draw_means(factor, self.draws, seed)
         grid = survival_grid()
-        # every exact mean above s is a computed one above s/(1 + r) (the quotient lowered past its rounding)
-        above = self.draws - np.searchsorted(means, grid / (1.0 + rel) * (1.0 - 4.0 * UNIT_ROUNDOFF), side="right")
         share = error_prob / grid.size
+        plain_draws = self.draws // 2
+        tilted = grid >= TILT_FROM
+        means, rel = draw_means(factor, plain_draws, seed)
+        # every exact mean above s is a computed one above s/(1 + r) (the quotient lowered past its rounding)
+        above = plain_draws - np.searchsorted(means, grid[~tilted] / (1.0 + rel) * (1.0 - 4.0 * UNIT_ROUNDOFF),
+                                              side="right")
+        ucb = np.empty(grid.size)
         # the computed fraction raised past its rounding (the KL UCB increases in it)
-        ucb = np.array([kl_ucb(min(1.0, int(c) / self.draws * (1.0 + 2.0 * UNIT_ROUNDOFF)), self.draws, share)
-                        for c in above])
+        ucb[~tilted] = [kl_ucb(min(1.0, int(c) / plain_draws * (1.0 + 2.0 * UNIT_ROUNDOFF)), plain_draws, share)
+                        for c in above]
+        means, rel = draw_means(factor, self.draws - plain_draws, seed, tilted=True)
+        ucb[tilted] = tilted_survival_ucbs(means, rel, grid[tilted], share)
         bound = np.minimum.accumulate(np.minimum(np.minimum(ucb, markov(grid, self.moments)), 1.0))
         # Y (step 5): P(Y > s) = 1 below s_1, P_j on [s_j, s_{j+1}), min(P_K, M(s)) from c = s_K on: atoms at s_j
         # with mass P_{j-1} - P_j (P_0 = 1), each rounded up (>= the exact one), the rest above c

@@ -121,6 +121,34 @@ def naive_remove(pair, bands: int, eps: np.ndarray, draws: int, seed: int) -> tu
     return mean, np.sqrt(np.maximum(squares / draws - mean * mean, 0.0) / draws)
 
 
+def drawn_factor(pair):
+    band, blocks = band_and_blocks(pair.gram, pair.sigma)
+    return block_law.dominating_factor(block_law.dominating_covariance(*block_law.split_blocks(band, blocks)))
+
+
+def test_tilted_draws_give_the_plain_survival():
+    """Step 4's change of measure: E_q[1{S > s}/S] from tilted draws equals P(S > s) from plain ones within CLT
+    limits (5 standard errors of the difference), where drawing without the tilt (the same weights) falls short by
+    far; the tilted UCBs lie above the plain reference."""
+    factor = drawn_factor(one_participation(128, 32, 1.0))
+    plain, rel_p = block_law.draw_means(factor, 400_000, seed=21)
+    tilted, rel_t = block_law.draw_means(factor, 400_000, seed=21, tilted=True)
+    assert rel_p < 1e-12 and rel_t < 1e-12
+    assert tilted.mean() > 1.2 * plain.mean()  # the tilt moves the law (E_q S = E_p S² > 1)
+    for s in (1.5, 2.0, 3.0):
+        frac = plain > s
+        weights = np.where(tilted > s, 1.0 / tilted, 0.0)
+        untilted = np.where(plain > s, 1.0 / plain, 0.0)
+        err = math.sqrt(frac.var() / frac.size + weights.var() / weights.size)
+        assert abs(weights.mean() - frac.mean()) < 5 * err
+        assert frac.mean() - untilted.mean() > 10 * err  # the weights alone, without the tilt, are not it
+    grid = np.array([1.0, 1.5, 2.0, 3.0, 4.0])
+    ucb = block_law.tilted_survival_ucbs(tilted, rel_t, grid, 0.01 / grid.size)
+    ref = np.array([(plain > s).mean() for s in grid])
+    assert np.all(ucb >= ref - 4.0 * np.sqrt(ref * (1 - ref) / plain.size))
+    assert np.all(ucb <= 1.5 * ref + 1e-3)  # and not vacuous
+
+
 def test_remove_bound_lies_above_an_independent_naive_estimate():
     pair = one_participation(128, 32, 1.0)  # h = 31: four blocks of 32
     assert block_law.applies(pair)
@@ -151,9 +179,7 @@ def test_the_law_y_dominates_the_survival_bound_and_fresh_draws():
         for s in (grid[j], np.nextafter(grid[j + 1], 0.0)):
             assert y_above(s) >= survival[j] * (1.0 - 1e-12)
     assert law.values[0] == grid[0] and abs(law.mass + 0.0 - 1.0) < 1e-9
-    band, blocks = band_and_blocks(pair.gram, pair.sigma)
-    factor = block_law.dominating_factor(block_law.dominating_covariance(*block_law.split_blocks(band, blocks)))
-    fresh, _ = block_law.draw_means(factor, 200_000, seed=99)
+    fresh, _ = block_law.draw_means(drawn_factor(pair), 200_000, seed=99)
     for s in (0.5, 1.0, 2.0, 4.0, 8.0):
         frac = float(np.mean(fresh > s))
         assert y_above(s) >= frac - 4.0 * math.sqrt(frac * (1 - frac) / fresh.size)
