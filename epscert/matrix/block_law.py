@@ -24,11 +24,12 @@ from :func:`~epscert.matrix.block_bound.block_count`, m <= ``MAX_SIZE``):
 4. **Its survival function, bounded.** N draws of S_F, half of them plain and half tilted (each kind its own
    stream of the user's seed). At each of the K grid points s_j, one UCB at β/K (Bonferroni):
    - s_j < ``TILT_FROM`` = 1: the KL–Chernoff UCB of the count of plain computed means above s_j/(1 + r) (r bounds
-     the relative error of a computed mean, so every exact mean above s_j is counted);
+     the relative error of a computed mean, so every exact mean above s_j is counted: the count is at least that
+     of the exact indicators, which are i.i.d., and the UCB increases in it);
    - s_j >= 1: from the tilted draws, x ~ q = (1/m) Σ_k N(Σ e_k, Σ), Σ = F Fᵀ (z ~ N(w_k, I), w_k = F's row k, so
-     F w_k = Σ e_k). The density of N(Σ e_k, Σ) against N(0, Σ) is exp(x_k - Σ_kk/2), so dq/dp = S exactly
-     (Σ_kk = v_k) and P(S_F > s) = E_q[1{S > s}/S]: values in [0, 1/s], the KL–Chernoff UCB at that scale
-     (:func:`tilted_survival_ucbs`). Under q the tail is heavier by the factor S, so at s = 16 the bound is ten
+     F w_k = Σ e_k). In z-space the density of N(w_k, I) against N(0, I) is exp(w_kᵀz - |w_k|²/2) =
+     exp(x_k - v_k/2), so dq/dp = S exactly and P(S_F > s) = E_q[1{S > s}/S]: exact values i.i.d. in [0, 1/s],
+     the KL–Chernoff UCB at that scale of a computed mean at least theirs (:func:`tilted_survival_ucbs`). Under q the tail is heavier by the factor S, so at s = 16 the bound is ten
      times lower than the plain draws' (n = b = 10^4, 64 bands, σ = 2: 1.9·10⁻⁷ against 1.8·10⁻⁶).
    And P(S > s) <= E[S_F^p]/s^p (Markov) with E[S_F^p], p = 2..6, computed exactly (:func:`block_moments`) from
    F Fᵀ's entries raised by their rounding bound (every moment increases in every entry). P_j, the smallest of
@@ -318,18 +319,21 @@ def draw_means(factor: np.ndarray, draws: int, seed: int, tilted: bool = False) 
 
 def tilted_survival_ucbs(means: np.ndarray, rel: float, grid: np.ndarray, share: float) -> np.ndarray:
     """UCBs of P(S_F > s) at the grid points s from sorted tilted draws (step 4): with q = (1/m) Σ_k N(Σ e_k, Σ),
-    dq/dp = S, so P(S_F > s) = E_q[1{S > s}/S]. Each draw's value is raised to (1 + r)/Ŝ where the computed
-    Ŝ > s (1 - 4u)/(1 + r) (every exact S > s is counted, and 1/S <= (1 + r)/Ŝ), so it lies in [0, B],
-    B = (1 + r)²/s raised by 16 ulps; their sum (the suffix sums of 1/Ŝ over the sorted draws, reciprocals and
-    additions of positive terms: γ_{N+2}) raised, and the KL–Chernoff UCB at scale B, at ``share`` each."""
+    dq/dp = S, so P(S_F > s) = E_q[V], V = 1{S > s}/S, and the exact values V_l of the draws are i.i.d. in
+    [0, 1/s]. Each is at most (1 + r)/Ŝ_l where the computed Ŝ_l > s (1 - 4u)/(1 + r) and 0 elsewhere (every exact
+    S > s is counted, and 1/S <= (1 + r)/Ŝ as r is two-sided), so the computed mean of those, its sum (suffix sums
+    of 1/Ŝ over the sorted draws: reciprocals and additions of positive terms, γ_{N+2}) raised, is at least the
+    exact values' mean; the KL–Chernoff UCB, increasing in the mean, at scale fl(1/s) raised by 2 ulps, at
+    ``share`` each. (Not the raised values themselves: r depends on all the draws, so those are not i.i.d.)"""
     count = means.size
-    inverse = 1.0 / means
+    with np.errstate(divide="ignore"):
+        inverse = 1.0 / means  # a mean that underflowed to 0 lies below every threshold: never summed
     suffix = np.concatenate([np.cumsum(inverse[::-1])[::-1], [0.0]])
     start = np.searchsorted(means, grid / (1.0 + rel) * (1.0 - 4.0 * UNIT_ROUNDOFF), side="right")
     raise_sum = (1.0 + rel) * (1.0 + 2.0 * gamma_n(count + 2))
     out = np.empty(grid.size)
     for j, s in enumerate(grid):
-        scale = (1.0 + rel) ** 2 / float(s) * (1.0 + 16.0 * UNIT_ROUNDOFF)
+        scale = (1.0 / float(s)) * (1.0 + 2.0 * UNIT_ROUNDOFF)
         mean = min(float(suffix[start[j]]) * raise_sum / count, scale)
         out[j] = kl_ucb(mean, count, share, scale=scale)
     return out

@@ -126,11 +126,16 @@ def drawn_factor(pair):
     return block_law.dominating_factor(block_law.dominating_covariance(*block_law.split_blocks(band, blocks)))
 
 
-def test_tilted_draws_give_the_plain_survival():
+@pytest.mark.parametrize("kind", ["block", "unequal"])
+def test_tilted_draws_give_the_plain_survival(kind):
     """Step 4's change of measure: E_q[1{S > s}/S] from tilted draws equals P(S > s) from plain ones within CLT
     limits (5 standard errors of the difference), where drawing without the tilt (the same weights) falls short by
-    far; the tilted UCBs lie above the plain reference."""
-    factor = drawn_factor(one_participation(128, 32, 1.0))
+    far; the tilted UCBs lie above the plain reference. Two factors: a block of the split (nearly stationary) and
+    one with unequal site variances, where a non-uniform choice of the site k would show."""
+    if kind == "block":
+        factor = drawn_factor(one_participation(128, 32, 1.0))
+    else:
+        factor = np.linalg.cholesky(np.diag(np.linspace(0.2, 3.0, 32)) + 0.3)
     plain, rel_p = block_law.draw_means(factor, 400_000, seed=21)
     tilted, rel_t = block_law.draw_means(factor, 400_000, seed=21, tilted=True)
     assert rel_p < 1e-12 and rel_t < 1e-12
@@ -147,6 +152,24 @@ def test_tilted_draws_give_the_plain_survival():
     ref = np.array([(plain > s).mean() for s in grid])
     assert np.all(ucb >= ref - 4.0 * np.sqrt(ref * (1 - ref) / plain.size))
     assert np.all(ucb <= 1.5 * ref + 1e-3)  # and not vacuous
+
+
+def test_tilted_means_within_their_two_sided_error_of_extended_precision():
+    """r of :func:`draw_means` bounds the computed tilted means' relative error both ways: one chunk redrawn from
+    the same stream (the same normals and sites, in draw_means' order) and recomputed in long double."""
+    from epscert.rng import stream_generator
+
+    factor = drawn_factor(one_participation(128, 32, 1.0))
+    size = factor.shape[0]
+    means, rel = block_law.draw_means(factor, 4096, seed=5, tilted=True)
+    rng = stream_generator(5, block_law.TILTED_STREAM_KEY)
+    z = rng.standard_normal((4096, size)).astype(np.longdouble) + factor[rng.integers(0, size, 4096)]
+    f = factor.astype(np.longdouble)
+    exact = np.exp(z @ f.T - 0.5 * (f * f).sum(axis=1)).mean(axis=1)
+    exact = np.sort(exact)
+    ratio = means.astype(np.longdouble) / exact
+    assert np.all(ratio <= 1 + rel) and np.all(1 / ratio <= 1 + rel)
+    assert float(np.max(np.abs(ratio - 1))) > 0.0  # the float computation does round
 
 
 def test_remove_bound_lies_above_an_independent_naive_estimate():
