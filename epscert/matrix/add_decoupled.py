@@ -19,8 +19,8 @@ bound stays near log(1/β)/N however small δ_add is. This bound has no range of
    the columns that cross block i's edges. Under G' the blocks are independent.
    Rounding: the computed factor satisfies L Lᵀ = G + ΔG with |ΔG| <= γ_{h+3} |L| |L|ᵀ (Higham, Accuracy and
    Stability, Thm 10.3, inner products of at most h + 1 terms: γ_{h+2} there, and one rounding more because LAPACK
-   scales a column by the computed reciprocal of its pivot instead of dividing); starting the blocks from G_ii rather than
-   (L Lᵀ)_ii costs blockdiag(ΔG_ii) - ΔG, at most 2 ||ΔG||_∞; each entry of a block is G_jk plus at most 2h
+   scales a column by the computed reciprocal of its pivot instead of dividing); starting the blocks from G_ii
+   rather than (L Lᵀ)_ii costs blockdiag(ΔG_ii) - ΔG, at most 2 ||ΔG||_∞; each entry of a block is G_jk plus at most 2h
    rounded terms (γ_{2h+3} of its row's absolute sum); the computed 1/η is raised by 4 ulps so that the two
    factors' product stays >= 1; and the sampling factor of each block has its own ΔB, bounded like ΔG. Every
    block is given τ I more, τ at least 2 ||ΔG||_∞ + ||ΔB||_∞ + the forming error (:func:`decoupled_blocks`

@@ -15,8 +15,8 @@ for |j - k| > h), with J dividing b and blocks of m = b/J >= h + 1 consecutive b
    L Lᵀ ⪯ G'_L = blockdiag(..) exactly; L Lᵀ = Ĝ + ΔG with Ĝ the computed G0/σ² (|Ĝ - G| <= 4u |G|
    entrywise: σ², its inverse, the product; so G ⪯ Ĝ + 4u ||G||_∞ I) and
    ||ΔG||_2 <= ||ΔG||_∞ <= γ_{h+3} max_r (|L||L|ᵀ 1)_r (Higham, Accuracy and Stability, Thm 10.3: inner
-   products of at most h + 1 terms, and one rounding more for LAPACK's reciprocal pivot). So G ⪯ G'' = G'_L + τ I, τ the sum of those
-   two allowances, and G'' is block-diagonal: under it the blocks are independent.
+   products of at most h + 1 terms, and one rounding more for LAPACK's reciprocal pivot). So G ⪯ G'' = G'_L + τ I,
+   τ the sum of those two allowances, and G'' is block-diagonal: under it the blocks are independent.
 2. **A mean-preserving spread** (:mod:`epscert.matrix.add_decoupled`, step 1): G ⪯ G'' gives
    E[φ(S)] <= E[φ(S'')] for every convex φ, S'' the same mean under N(0, G'').
 3. **Each block is at most one mode (Jensen).** Block i's mean S_i = (1/m) Σ_{k in i} W''_k satisfies

@@ -29,8 +29,9 @@ from :func:`~epscert.matrix.block_bound.block_count`, m <= ``MAX_SIZE``):
    - s_j >= 1: from the tilted draws, x ~ q = (1/m) Σ_k N(Σ e_k, Σ), Σ = F Fᵀ (z ~ N(w_k, I), w_k = F's row k, so
      F w_k = Σ e_k). In z-space the density of N(w_k, I) against N(0, I) is exp(w_kᵀz - |w_k|²/2) =
      exp(x_k - v_k/2), so dq/dp = S exactly and P(S_F > s) = E_q[1{S > s}/S]: exact values i.i.d. in [0, 1/s],
-     the KL–Chernoff UCB at that scale of a computed mean at least theirs (:func:`tilted_survival_ucbs`). Under q the tail is heavier by the factor S, so at s = 16 the bound is ten
-     times lower than the plain draws' (n = b = 10^4, 64 bands, σ = 2: 1.9·10⁻⁷ against 1.8·10⁻⁶).
+     the KL–Chernoff UCB at that scale of a computed mean at least theirs (:func:`tilted_survival_ucbs`). Under
+     q the tail is heavier by the factor S, so at s = 16 the bound is ten times lower than the plain draws'
+     (n = b = 10^4, 64 bands, σ = 2: 1.9·10⁻⁷ against 1.8·10⁻⁶).
    And P(S > s) <= E[S_F^p]/s^p (Markov) with E[S_F^p], p = 2..6, computed exactly (:func:`block_moments`) from
    F Fᵀ's entries raised by their rounding bound (every moment increases in every entry). P_j, the smallest of
    these and 1, made non-increasing from the left (a survival function is), holds for every j at once with
@@ -38,7 +39,8 @@ from :func:`~epscert.matrix.block_bound.block_count`, m <= ``MAX_SIZE``):
 5. **A law above it.** Y takes s_j with mass P_{j-1} - P_j (P_0 = 1), j <= K, and beyond the last point c = s_K its
    survival is min(P_K, M̄(s)), M̄(s) = (1 + 20u) min_p E[S_F^p]/s^p, at least the computed Markov bound
    (:func:`tail_integral`), so P_K <= M̄(c) and the survival function is right-continuous at c. Then
-   P(Y > s) = P_j >= P(S_F > s) on [s_j, s_{j+1}) and min(P_K, M̄(s)) >= P(S_F > s) from c on, so S_F <=_st Y and S_F ⪯_icx Y (E Y is a little above 1). The masses are
+   P(Y > s) = P_j >= P(S_F > s) on [s_j, s_{j+1}) and min(P_K, M̄(s)) >= P(S_F > s) from c on, so S_F <=_st Y
+   and S_F ⪯_icx Y (E Y is a little above 1). The masses are
    rounded up, so the measure used has total mass a little above 1 and at least Y's mass at every atom: every
    expectation of a non-negative function below is at least Y's. For δ_remove, s ↦ (s - e^ε)_+ is increasing and
    convex, so replacing the independent block means one at a time, δ_remove(G) <= E[((1/J) Σ_i Y_i - e^ε)_+] with
