@@ -74,10 +74,11 @@ LAMBDAS = 2.0 ** (np.arange(0, 25) / 2.0)
 #: The stream of the block draws: rng.stream_generator(seed, STREAM_KEY, block).
 STREAM_KEY = int.from_bytes(hashlib.sha256(b"epscert.matrix.add_decoupled").digest()[:8], "big")
 #: Flops of one bound's block draws (N b ℓ for N draws of blocks of ℓ bins): N is the run's sample count, capped
-#: so that the draws stay near 2e11 flops (about 15 CPU s; b = 10^4 with blocks of 500: 40 000 draws, which take
-#: ε(10⁻⁶) from 0.235 at 20 000 draws to 0.22 at n = b = 10^4, 64 bands, σ = 2), but not below MIN_SAMPLES.
-#: Any N keeps the bound valid; fewer draws only loosen the per-block UCBs.
-MAX_FLOPS = 2e11
+#: so that the draws stay near 8e11 flops (about 50 CPU s; b = 10^4 with blocks of 500: 160 000 draws, which take
+#: ε(10⁻⁶) to 0.21 at n = b = 10^4, 64 bands, σ = 2, from 0.235 at 20 000 draws and 0.22 at 40 000; ε(10⁻⁸) 0.286 →
+#: 0.265, ε(10⁻¹⁰) 0.341 → 0.313 from 40 000), but not below MIN_SAMPLES. Below b ≈ 10^4 the run's 10^5 samples
+#: stay under the cap. Any N keeps the bound valid; fewer draws only loosen the per-block UCBs.
+MAX_FLOPS = 8e11
 MIN_SAMPLES = 20_000
 #: Rows of one block draw (memory: CHUNK x block length float64).
 CHUNK = 8192
