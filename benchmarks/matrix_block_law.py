@@ -22,9 +22,9 @@ S_B itself (the interior block of the split, the dense m x m covariance, one Cho
    the sampled tail.
 
 3. (e) the certificate built on this (:mod:`epscert.matrix.block_law`, REMOVE only): the survival function of
-   the block mean bounded by KL UCBs of the draws (plain draws below s = 1, tilted ones with weights 1/S above)
-   and, in the far tail, by Markov bounds of its exact moments of order <= 6, and convolved by the same upper
-   chain.
+   the block mean bounded by KL UCBs of the draws (plain draws where s^4 <= E[S^4], tilted ones of order 4 with
+   values E[S^4]/S^4 above) and, in the far tail, by Markov bounds of its exact moments of order <= 6, and
+   convolved by the same upper chain.
 
 The point: a certified law of one block would bring ε(10⁻⁶) from 0.563 to about 0.2, but only with a certified
 far tail of S_B (t > 8) nearly as light as the sampled one; with the mixture's tail there, ε stays near 0.54.

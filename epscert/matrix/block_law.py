@@ -21,17 +21,21 @@ from :func:`~epscert.matrix.block_bound.block_count`, m <= ``MAX_SIZE``):
    two are equal). Every block's mean S_i is then ⪯_cx S_C, the mean of m lognormal factors under N(0, C).
 3. **The law drawn.** F = chol(C + τ I) with F Fᵀ ⪰ C checked (``τ`` raised until it covers F's own backward error,
    as in :func:`~epscert.matrix.add_decoupled.decoupled_blocks`); S_F, the block mean under N(0, F Fᵀ), is ⪰_cx S_C.
-4. **Its survival function, bounded.** N draws of S_F, half of them plain and half tilted (each kind its own
-   stream of the user's seed). At each of the K grid points s_j, one UCB at β/K (Bonferroni):
-   - s_j < ``TILT_FROM`` = 1: the KL–Chernoff UCB of the count of plain computed means above s_j/(1 + r) (r bounds
-     the relative error of a computed mean, so every exact mean above s_j is counted: the count is at least that
-     of the exact indicators, which are i.i.d., and the UCB increases in it);
-   - s_j >= 1: from the tilted draws, x ~ q = (1/m) Σ_k N(Σ e_k, Σ), Σ = F Fᵀ (z ~ N(w_k, I), w_k = F's row k, so
-     F w_k = Σ e_k). In z-space the density of N(w_k, I) against N(0, I) is exp(w_kᵀz - |w_k|²/2) =
-     exp(x_k - v_k/2), so dq/dp = S exactly and P(S_F > s) = E_q[1{S > s}/S]: exact values i.i.d. in [0, 1/s],
-     the KL–Chernoff UCB at that scale of a computed mean at least theirs (:func:`tilted_survival_ucbs`). Under
-     q the tail is heavier by the factor S, so at s = 16 the bound is ten times lower than the plain draws'
-     (n = b = 10^4, 64 bands, σ = 2: 1.9·10⁻⁷ against 1.8·10⁻⁶).
+4. **Its survival function, bounded.** N draws of S_F, half of them plain and half tilted at order 4 (each kind
+   its own stream of the user's seed), and K >= E[S_F^4]/ρ (below). At each of the K grid points s_j, one UCB at
+   β/K (Bonferroni); which one is fixed before any draw (the tilted values' range K/s_j^4 below the plain ones' 1):
+   - plain: the KL–Chernoff UCB of the count of plain computed means above s_j/(1 + r) (r bounds the relative
+     error of a computed mean, so every exact mean above s_j is counted: the count is at least that of the exact
+     indicators, which are i.i.d., and the UCB increases in it);
+   - tilted: z = g + u_t, g ~ N(0, I), u_t = w_{k_1} + .. + w_{k_4} (w_k = F's row k, x = F z, x_k = w_kᵀz), the
+     tuple t = (k_1, .., k_4) from a law π' (:class:`TupleLaw`). The density of N(u_t, I) against N(0, I) is
+     exp(u_tᵀz - |u_t|²/2) = W_t e^{-c_t}, W_t = Π_i W_{k_i}, c_t = Σ_{i<j} Σ_{k_i k_j} (Σ = F Fᵀ), and
+     E[W_t] = e^{c_t}: so with Z = Σ_t e^{c_t} = m^4 E[S_F^4], the order-4 tilt S^4 p/E[S^4] is the mixture with
+     weights π_t = e^{c_t}/Z, and π'_t >= ρ π_t for every t gives dq'/dp = Σ_t π'_t W_t e^{-c_t} >= ρ S^4/E[S^4].
+     Then P(S_F > s) = E_q'[1{S > s} dp/dq']: exact values i.i.d. in [0, K/s^4], the KL–Chernoff UCB at that scale
+     of a computed mean at least theirs (:func:`tilted_survival_ucbs`). Under q' the tail is heavier by S^4, so at
+     n = b = 10^4, 64 bands, σ = 2 the bound at s = 30 is 1.4·10⁻¹⁰ (the order-1 tilt, x ~ (1/m) Σ_k N(Σ e_k, Σ),
+     gave 9.3·10⁻⁸ there, the order-6 Markov bound 9.5·10⁻⁸) and at s = 70 5.7·10⁻¹³ (5.9·10⁻¹⁰).
    And P(S > s) <= E[S_F^p]/s^p (Markov) with E[S_F^p], p = 2..6, computed exactly (:func:`block_moments`) from
    F Fᵀ's entries raised by their rounding bound (every moment increases in every entry). P_j, the smallest of
    these and 1, made non-increasing from the left (a survival function is), holds for every j at once with
@@ -54,12 +58,11 @@ The bound is formed only where it can help (:func:`applies`, deterministic: the 
 tail beyond c below 10^-5).
 
 Every step but 4 is deterministic; 4 holds with probability >= 1 - β. At n = b = 10^4, 64 bands, σ = 2 (125 blocks
-of 80, 10^7 draws, 34 CPU s on one core) it certifies, for REMOVE at β = 0.0025, ε(10⁻⁶) <= 0.214, ε(10⁻⁸) <= 0.444
-and ε(10⁻¹⁰) <= 0.866, where the mixture bound gives 0.563, 1.042 and 1.649 (``python -m benchmarks.matrix_block_law``;
-with plain draws alone 0.225 at 10⁻⁶). What it leaves: the split's inflation at the edges, and the Markov tail
-(moments of order 6 at most: the exact seventh costs m^7), which is what binds at 10⁻⁸ and 10⁻¹⁰ (one block's
-excursion to about 70, the size that moves the mean of 125 by 0.56, costs E(Y - 70)_+ ≈ 68.9/(5·70⁵) ≈ 8·10⁻⁹
-under it).
+of 80, 10^7 draws, 29 CPU s on one core) it certifies, for REMOVE at β = 0.0025, ε(10⁻⁶) <= 0.198, ε(10⁻⁸) <= 0.251
+and ε(10⁻¹⁰) <= 0.317, where the mixture bound gives 0.563, 1.042 and 1.649 (``python -m benchmarks.matrix_block_law``),
+the order-1 tilt gave 0.214, 0.444 and 0.866 (its order-6 Markov tail binding at 10⁻⁸ and 10⁻¹⁰), and the block's
+empirical law with no error terms at all, the limit of this route, gives 0.194, 0.246 and 0.290. What it leaves is
+mostly the split into independent blocks: 0.194 against the conditional estimator's 0.178 for G itself.
 """
 
 from __future__ import annotations
@@ -101,9 +104,11 @@ CHUNK = 16_384
 #: The stream of the block draws: rng.stream_generator(seed, STREAM_KEY)
 STREAM_KEY = int.from_bytes(hashlib.sha256(b"epscert.matrix.block_law").digest()[:8], "big")
 TILTED_STREAM_KEY = int.from_bytes(hashlib.sha256(b"epscert.matrix.block_law.tilted").digest()[:8], "big")
-#: Grid points s >= TILT_FROM take the tilted draws' UCB (values in [0, 1/s]), those below it the plain draws' one;
-#: each kind gets half the draws
-TILT_FROM = 1.0
+#: Order θ of the tilted draws: tuples t = (k_1, .., k_4) of the block's sites (step 4)
+TILT_ORDER = 4
+#: Integer weights of the tuple sampler: ω = floor(2^WEIGHT_BITS · ŵ/ŵ_max) + 1, exact in int64 (m² (2^40 + 1) <
+#: 2^54 for m <= MAX_SIZE)
+WEIGHT_BITS = 40
 #: Relative allowance of a computed moment: positive terms, each with at most 4m + 32 roundings (exp of a raised
 #: entry, products of 15 factors, inner products of m terms), summed over at most 10^6 terms: γ_{10^6 + 4m + 32}
 #: is below 1.2e-10 for m <= MAX_SIZE
@@ -293,49 +298,120 @@ def markov(s: np.ndarray, moments: dict[int, float]) -> np.ndarray:
         return np.min([mp / s**p for p, mp in moments.items()], axis=0) * (1.0 + (4 + max(moments)) * UNIT_ROUNDOFF)
 
 
-def draw_means(factor: np.ndarray, draws: int, seed: int, tilted: bool = False) -> tuple[np.ndarray, float]:
+class TupleLaw:
+    """An exactly sampled law π' on [m]^4 close to the order-4 tilt's tuple law π_t = e^{c_t}/Z, c_t =
+    Σ_{i<j} Σ_{k_i k_j}, Z = Σ_t e^{c_t} = m^4 E[S_F^4], Σ = F Fᵀ (step 4), with ``rho`` <= min_t π'_t/π_t.
+
+    Two stages, each from integer weights ω = floor(2^40 ŵ/ŵ_max) + 1 (>= 1, exact in int64) drawn exactly (a
+    uniform integer below their sum, located in their cumulative sum): the pair (k_1, k_2) with ŵ the computed
+    μ_{12} = Σ_{k_3 k_4} e^{c_t} = E_{12} aᵀ E a (E = exp(Σ) entrywise, a = E_{k_1,:} ∘ E_{k_2,:}), then (k_3, k_4)
+    given it with ŵ the computed E_{34} a_3 a_4 (∝ e^{c_t} for that pair). Every computed weight, a sum of at most
+    m² positive terms each a product of 6 computed exponentials of computed entries of Σ (|fl(F Fᵀ) - F Fᵀ| <= d
+    entrywise, d = 2 γ_{m+2} max fl(|F||F|ᵀ) as in :func:`raised_covariance`; exp within 4 ulps as in
+    :func:`block_moments`) with at most 8 more roundings each, is within the factor λ = e^{6d} / ((1 - 4u)^6
+    (1 - γ_{m²+8})) of its exact value both ways. For n weights with exact values w_i and sum W: ω_i > 2^40 (1 - u)
+    ŵ_i/ŵ_max >= 2^40 (1 - u) w_i/(λ ŵ_max) and Σ ω <= 2^40 (1 + u) λ W/ŵ_max + n, with ŵ_max <= λ W, so
+    (ω_i/Σ ω)/(w_i/W) >= (1 - u)/(λ² (1 + u + n 2^-40)); ``rho`` is the product of the two stages' bounds, rounded
+    down. A weight that is not a normal positive float (an exponential far out of range) raises ValueError."""
+
+    def __init__(self, factor: np.ndarray) -> None:
+        size = factor.shape[0]
+        self.size = size
+        absf = np.abs(factor)
+        d = 2.0 * gamma_n(size + 2) * float(np.max(absf @ absf.T))
+        self.exp_cov = np.exp(factor @ factor.T)
+        f2 = (self.exp_cov[:, None, :] * self.exp_cov[None, :, :]).reshape(size * size, size)  # a for every pair
+        first = np.einsum("ak,kl,al->a", f2, self.exp_cov, f2) * self.exp_cov.ravel()
+        self.first_cum = self._cumulative(first)
+        lam = math.exp(6.0 * d) / ((1.0 - 4.0 * UNIT_ROUNDOFF) ** 6 * (1.0 - gamma_n(size * size + 8)))
+        lam *= 1.0 + 8.0 * UNIT_ROUNDOFF  # its own rounding (a few operations), upward
+        stage = (1.0 - UNIT_ROUNDOFF) / (lam * lam * (1.0 + UNIT_ROUNDOFF + size * size * 2.0**-WEIGHT_BITS))
+        self.rho = stage * stage * (1.0 - 16.0 * UNIT_ROUNDOFF)  # each stage's bound computed within 8 ulps, down
+
+    @staticmethod
+    def _cumulative(weights: np.ndarray) -> np.ndarray:
+        top = float(np.max(weights)) if weights.size else math.nan
+        if not (np.all(np.isfinite(weights)) and np.all(weights >= np.finfo(float).tiny) and math.isfinite(top)):
+            raise ValueError("a tuple weight of the order-4 tilt is out of the normal floating-point range")
+        omega = np.floor(np.ldexp(weights / top, WEIGHT_BITS)).astype(np.int64) + 1
+        return np.cumsum(omega)
+
+    def second_cumulative(self, code: int) -> np.ndarray:
+        """The cumulative integer weights of (k_3, k_4) given the pair code k_1 m + k_2."""
+        k1, k2 = divmod(int(code), self.size)
+        a = self.exp_cov[k1] * self.exp_cov[k2]
+        return self._cumulative((self.exp_cov * np.outer(a, a)).ravel())
+
+    def draw(self, rng: np.random.Generator, count: int) -> np.ndarray:
+        """``count`` i.i.d. tuples from π' as a (count, 4) array: the first pairs, then for each distinct pair the
+        second pairs of the draws that have it (fresh randomness each, written back at those draws' places, so the
+        draws stay i.i.d. in their order)."""
+        size = self.size
+        first = np.searchsorted(self.first_cum, rng.integers(0, self.first_cum[-1], count), side="right")
+        second = np.empty(count, dtype=np.int64)
+        order = np.argsort(first, kind="stable")
+        ranked = first[order]
+        starts = np.flatnonzero(np.concatenate([[True], ranked[1:] != ranked[:-1]]))
+        for lo, hi in zip(starts, np.append(starts[1:], count)):
+            cum = self.second_cumulative(int(ranked[lo]))
+            second[order[lo:hi]] = np.searchsorted(cum, rng.integers(0, cum[-1], hi - lo), side="right")
+        return np.stack([first // size, first % size, second // size, second % size], axis=1)
+
+
+def draw_means(factor: np.ndarray, draws: int, seed: int, tuples: TupleLaw | None = None
+               ) -> tuple[np.ndarray, float]:
     """(sorted computed block means, r): ``draws`` means of exp(x_k - v_k/2), x = F z, v = diag(F Fᵀ), and r with
-    exact <= computed · (1 + r) and computed <= exact · (1 + r) for every draw (x_k within
-    γ_{m+3} max|z| max_k Σ_j |F_kj| + γ_{m+2} max v_k of its exact value, the exponentials and the mean of m terms
-    within γ_{m+2} more). z ~ N(0, I), or with ``tilted`` z ~ N(w_k, I), w_k = F's row k, k uniform on [m] for
-    each draw (step 4: then x ~ N(Σ e_k, Σ), Σ = F Fᵀ; the shifted z is computed, its rounding, at most u of its
-    entries, is the one more rounding in γ_{m+3}). Plain and tilted draws have streams of their own."""
-    rng = stream_generator(seed, TILTED_STREAM_KEY if tilted else STREAM_KEY)
+    exact <= computed · (1 + r) and computed <= exact · (1 + r) for every draw. z ~ N(0, I), or with ``tuples``
+    (a :class:`TupleLaw`) z = g + w_{k_1} + .. + w_{k_4}, g ~ N(0, I), w_k = F's row k, t drawn from it first
+    (step 4: then x ~ N(Σ(e_{k_1} + .. + e_{k_4}), Σ), Σ = F Fᵀ). The computed z, its shifts added one by one, is
+    within γ_4 A of the exact one, A = |g| + Σ_j |w_{k_j}| <= max|g| + 4 max|F| =: A_max entrywise; so x_k is
+    within γ_{m+4+3} A_max max_k Σ_j |F_kj| + 2 γ_{m+2} max v_k/2 of its exact value (γ_{m+3} and A_max = max|g|
+    for plain draws, z = g exactly), the exponentials and the mean of m terms within γ_{m+2} more. Plain and
+    tilted draws have streams of their own."""
+    rng = stream_generator(seed, TILTED_STREAM_KEY if tuples is not None else STREAM_KEY)
     size = factor.shape[0]
     offset = 0.5 * (factor * factor).sum(axis=1)
     reach = float(np.max(np.abs(factor).sum(axis=1)))
+    shifts = 0 if tuples is None else TILT_ORDER
+    picked = None if tuples is None else tuples.draw(rng, draws)
     out = np.empty(draws)
-    z_max = 0.0
+    g_max = 0.0
     for start in range(0, draws, CHUNK):
         rows = min(CHUNK, draws - start)
         z = rng.standard_normal((rows, size))
-        if tilted:
-            z += factor[rng.integers(0, size, rows)]
-        z_max = max(z_max, float(np.max(np.abs(z))))
+        g_max = max(g_max, float(np.max(np.abs(z))))
+        if picked is not None:
+            for j in range(shifts):
+                z += factor[picked[start: start + rows, j]]
         out[start: start + rows] = np.exp(z @ factor.T - offset).mean(axis=1)
-    e_x = gamma_n(size + 3) * z_max * reach + 2.0 * gamma_n(size + 2) * float(np.max(offset))
+    a_max = (g_max + shifts * float(np.max(np.abs(factor)))) * (1.0 + 2.0 * UNIT_ROUNDOFF)
+    e_x = gamma_n(size + shifts + 3) * a_max * reach + 2.0 * gamma_n(size + 2) * float(np.max(offset))
     # exact <= computed · e^{e_x} / ((1 - u)(1 - γ_m)) <= computed · (1 + expm1(e_x)) (1 + γ_{m+2})², and the
     # other way round alike
     return np.sort(out), rel_product(math.expm1(e_x), gamma_n(size + 2), gamma_n(size + 2))
 
 
-def tilted_survival_ucbs(means: np.ndarray, rel: float, grid: np.ndarray, share: float) -> np.ndarray:
-    """UCBs of P(S_F > s) at the grid points s from sorted tilted draws (step 4): with q = (1/m) Σ_k N(Σ e_k, Σ),
-    dq/dp = S, so P(S_F > s) = E_q[V], V = 1{S > s}/S, and the exact values V_l of the draws are i.i.d. in
-    [0, 1/s]. Each is at most (1 + r)/Ŝ_l where the computed Ŝ_l > s (1 - 4u)/(1 + r) and 0 elsewhere (every exact
-    S > s is counted, and 1/S <= (1 + r)/Ŝ as r is two-sided), so the computed mean of those, its sum (suffix sums
-    of 1/Ŝ over the sorted draws: reciprocals and additions of positive terms, γ_{N+2}) raised, is at least the
-    exact values' mean; the KL–Chernoff UCB, increasing in the mean, at scale fl(1/s) raised by 2 ulps, at
-    ``share`` each. (Not the raised values themselves: r depends on all the draws, so those are not i.i.d.)"""
+def tilted_survival_ucbs(means: np.ndarray, rel: float, grid: np.ndarray, share: float, weight: float
+                         ) -> np.ndarray:
+    """UCBs of P(S_F > s) at the grid points s from sorted tilted draws (step 4), ``weight`` = K >= E[S_F^4]/ρ:
+    with q' the law of the draws, dq'/dp >= ρ S^4/E[S^4], so P(S_F > s) = E_q'[V], V = 1{S > s} dp/dq', and the
+    exact values V_l of the draws are i.i.d. in [0, K/s^4]. Each is at most K (1 + r)^4/Ŝ_l^4 where the computed
+    Ŝ_l > s (1 - 4u)/(1 + r) and 0 elsewhere (every exact S > s is counted, and 1/S <= (1 + r)/Ŝ as r is
+    two-sided), so the computed mean of those (1/Ŝ^4 in three roundings, suffix sums of positive terms over the
+    sorted draws, γ_{N+8} for all of it and the products by (1 + r)^4 and K) raised, is at least the exact values'
+    mean; the KL–Chernoff UCB, increasing in the mean, at scale fl(K/s^4) raised by 8 ulps, at ``share`` each.
+    (Not the raised values themselves: r depends on all the draws, so those are not i.i.d.)"""
     count = means.size
-    with np.errstate(divide="ignore"):
+    with np.errstate(divide="ignore", over="ignore"):
         inverse = 1.0 / means  # a mean that underflowed to 0 lies below every threshold: never summed
-    suffix = np.concatenate([np.cumsum(inverse[::-1])[::-1], [0.0]])
+        square = inverse * inverse
+        fourth = square * square
+    suffix = np.concatenate([np.cumsum(fourth[::-1])[::-1], [0.0]])
     start = np.searchsorted(means, grid / (1.0 + rel) * (1.0 - 4.0 * UNIT_ROUNDOFF), side="right")
-    raise_sum = (1.0 + rel) * (1.0 + 2.0 * gamma_n(count + 2))
+    raise_sum = (1.0 + rel) ** 4 * (1.0 + 8.0 * UNIT_ROUNDOFF) * weight * (1.0 + 2.0 * gamma_n(count + 8))
     out = np.empty(grid.size)
     for j, s in enumerate(grid):
-        scale = (1.0 / float(s)) * (1.0 + 2.0 * UNIT_ROUNDOFF)
+        scale = weight / float(s) ** 4 * (1.0 + 8.0 * UNIT_ROUNDOFF)
         mean = min(float(suffix[start[j]]) * raise_sum / count, scale)
         out[j] = kl_ucb(mean, count, share, scale=scale)
     return out
@@ -383,8 +459,12 @@ class BlockLawBound:
         self.draws = int(min(max(MIN_DRAWS, DRAWS_PER_SAMPLE * int(samples)), max(MIN_DRAWS, MAX_FLOPS / size**2)))
         grid = survival_grid()
         share = error_prob / grid.size
-        plain_draws = self.draws // 2
-        tilted = grid >= TILT_FROM
+        tuples = TupleLaw(factor)
+        weight = self.moments[TILT_ORDER] / tuples.rho * (1.0 + 2.0 * UNIT_ROUNDOFF)  # K >= E[S_F^4]/ρ
+        self.tilt_weight = weight
+        with np.errstate(over="ignore"):
+            tilted = weight / grid**TILT_ORDER < 1.0  # the tilted values' range below the plain ones' (fixed: no draw)
+        plain_draws = self.draws // 2 if np.any(tilted) else self.draws
         means, rel = draw_means(factor, plain_draws, seed)
         # every exact mean above s is a computed one above s/(1 + r) (the quotient lowered past its rounding)
         above = plain_draws - np.searchsorted(means, grid[~tilted] / (1.0 + rel) * (1.0 - 4.0 * UNIT_ROUNDOFF),
@@ -393,8 +473,9 @@ class BlockLawBound:
         # the computed fraction raised past its rounding (the KL UCB increases in it)
         ucb[~tilted] = [kl_ucb(min(1.0, int(c) / plain_draws * (1.0 + 2.0 * UNIT_ROUNDOFF)), plain_draws, share)
                         for c in above]
-        means, rel = draw_means(factor, self.draws - plain_draws, seed, tilted=True)
-        ucb[tilted] = tilted_survival_ucbs(means, rel, grid[tilted], share)
+        if np.any(tilted):
+            means, rel = draw_means(factor, self.draws - plain_draws, seed, tuples=tuples)
+            ucb[tilted] = tilted_survival_ucbs(means, rel, grid[tilted], share, weight)
         bound = np.minimum.accumulate(np.minimum(np.minimum(ucb, markov(grid, self.moments)), 1.0))
         # Y (step 5): P(Y > s) = 1 below s_1, P_j on [s_j, s_{j+1}), min(P_K, M(s)) from c = s_K on: atoms at s_j
         # with mass P_{j-1} - P_j (P_0 = 1), each rounded up (>= the exact one), the rest above c

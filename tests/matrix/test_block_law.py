@@ -126,50 +126,113 @@ def drawn_factor(pair):
     return block_law.dominating_factor(block_law.dominating_covariance(*block_law.split_blocks(band, blocks)))
 
 
+def exact_tuple_law(factor: np.ndarray) -> np.ndarray:
+    """π_t = e^{c_t}/Z over [m]^4 in long double (c_t = Σ_{i<j} Σ_{k_i k_j}, Σ = F Fᵀ), by brute force."""
+    f = factor.astype(np.longdouble)
+    cov = f @ f.T
+    m = factor.shape[0]
+    idx = np.indices((m,) * 4).reshape(4, -1)
+    c = sum(cov[idx[i], idx[j]] for i, j in itertools.combinations(range(4), 2))
+    w = np.exp(c - c.max())
+    return (w / w.sum()).reshape((m,) * 4)
+
+
+def sampler_tuple_law(tuples: block_law.TupleLaw) -> np.ndarray:
+    """π'_t of the sampler from its integer weights (exact integers; the quotients in long double)."""
+    m = tuples.size
+    first = np.diff(np.concatenate([[0], tuples.first_cum])).astype(np.longdouble) / tuples.first_cum[-1]
+    out = np.empty((m * m, m * m), dtype=np.longdouble)
+    for code in range(m * m):
+        cum = tuples.second_cumulative(code)
+        out[code] = first[code] * np.diff(np.concatenate([[0], cum])).astype(np.longdouble) / cum[-1]
+    return out.reshape((m,) * 4)
+
+
+UNEQUAL = np.linalg.cholesky(np.diag(np.linspace(0.2, 3.0, 32)) + 0.3)
+
+
+@pytest.mark.parametrize("size", [3, 6])
+def test_tuple_law_is_within_rho_of_the_exact_tilt(size):
+    """:class:`TupleLaw`: every π'_t (its integer weights, read exactly) at least ρ times π_t computed by brute force
+    in long double, ρ close to 1, and π' not far above π either; unequal site variances, so a uniform or
+    site-by-site law would be far off."""
+    factor = np.linalg.cholesky(np.diag(np.linspace(0.3, 2.0, size)) + 0.4 * np.ones((size, size)))
+    tuples = block_law.TupleLaw(factor)
+    exact = exact_tuple_law(factor)
+    drawn = sampler_tuple_law(tuples)
+    ratio = drawn / exact
+    assert 1.0 - 1e-6 < tuples.rho < 1.0
+    assert float(ratio.min()) >= tuples.rho
+    assert float(ratio.max()) <= 1.0 + 1e-6
+    assert float(exact.max() / exact.min()) > 100.0  # the tilt is far from uniform here
+
+
+def test_tuple_draws_have_the_tuple_law():
+    """:meth:`TupleLaw.draw`: 10^6 tuples on [3]^4 (81 cells) against π' (the counts within 5 standard errors), and
+    the draws in their own order i.i.d.: the first half's and the second half's frequencies agree alike."""
+    factor = np.linalg.cholesky(np.diag([0.3, 1.0, 2.0]) + 0.4)
+    tuples = block_law.TupleLaw(factor)
+    law = sampler_tuple_law(tuples).ravel().astype(float)
+    picked = tuples.draw(np.random.default_rng(3), 1_000_000)
+    codes = ((picked[:, 0] * 3 + picked[:, 1]) * 3 + picked[:, 2]) * 3 + picked[:, 3]
+    counts = np.bincount(codes, minlength=81)
+    err = np.sqrt(law * (1 - law) * codes.size)
+    assert np.all(np.abs(counts - law * codes.size) < 5 * err + 1)
+    half = np.bincount(codes[:500_000], minlength=81) - np.bincount(codes[500_000:], minlength=81)
+    assert np.all(np.abs(half) < 5 * np.sqrt(2 * law * 500_000) + 1)
+
+
 @pytest.mark.parametrize("kind", ["block", "unequal"])
 def test_tilted_draws_give_the_plain_survival(kind):
-    """Step 4's change of measure: E_q[1{S > s}/S] from tilted draws equals P(S > s) from plain ones within CLT
-    limits (5 standard errors of the difference), where drawing without the tilt (the same weights) falls short by
-    far; the tilted UCBs lie above the plain reference. Two factors: a block of the split (nearly stationary) and
-    one with unequal site variances, where a non-uniform choice of the site k would show."""
-    if kind == "block":
-        factor = drawn_factor(one_participation(128, 32, 1.0))
-    else:
-        factor = np.linalg.cholesky(np.diag(np.linspace(0.2, 3.0, 32)) + 0.3)
+    """Step 4's change of measure: E_q'[1{S > s} K/S^4] from the order-4 tilted draws (K = E[S^4]/ρ) is within
+    ρ of P(S > s) from plain ones, within CLT limits (5 standard errors of the difference), where the same values
+    on untilted draws fall short by far; the tilted UCBs lie above the plain reference. Two factors: a block of the
+    split (nearly stationary) and one with unequal site variances, where a wrong tuple law would show."""
+    factor = drawn_factor(one_participation(128, 32, 1.0)) if kind == "block" else UNEQUAL
+    tuples = block_law.TupleLaw(factor)
+    weight = block_law.block_moments(block_law.raised_covariance(factor), (4,))[4] / tuples.rho
     plain, rel_p = block_law.draw_means(factor, 400_000, seed=21)
-    tilted, rel_t = block_law.draw_means(factor, 400_000, seed=21, tilted=True)
+    tilted, rel_t = block_law.draw_means(factor, 400_000, seed=21, tuples=tuples)
     assert rel_p < 1e-12 and rel_t < 1e-12
-    assert tilted.mean() > 1.2 * plain.mean()  # the tilt moves the law (E_q S = E_p S² > 1)
+    assert tilted.mean() > 1.5 * plain.mean()  # the tilt moves the law
     for s in (1.5, 2.0, 3.0):
         frac = plain > s
-        weights = np.where(tilted > s, 1.0 / tilted, 0.0)
-        untilted = np.where(plain > s, 1.0 / plain, 0.0)
-        err = math.sqrt(frac.var() / frac.size + weights.var() / weights.size)
-        assert abs(weights.mean() - frac.mean()) < 5 * err
-        assert frac.mean() - untilted.mean() > 10 * err  # the weights alone, without the tilt, are not it
-    grid = np.array([1.0, 1.5, 2.0, 3.0, 4.0])
-    ucb = block_law.tilted_survival_ucbs(tilted, rel_t, grid, 0.01 / grid.size)
+        values = np.where(tilted > s, weight / tilted**4, 0.0)
+        untilted = np.where(plain > s, weight / plain**4, 0.0)
+        err = math.sqrt(frac.var() / frac.size + values.var() / values.size)
+        assert abs(values.mean() - frac.mean()) < 5 * err
+        assert abs(untilted.mean() - frac.mean()) > 10 * err  # the values alone, without the tilt, are not it
+    grid = np.array([1.5, 2.0, 3.0, 4.0, 6.0, 8.0, 20.0, 30.0])
+    ucb = block_law.tilted_survival_ucbs(tilted, rel_t, grid, 0.01 / grid.size, weight)
     ref = np.array([(plain > s).mean() for s in grid])
     assert np.all(ucb >= ref - 4.0 * np.sqrt(ref * (1 - ref) / plain.size))
-    assert np.all(ucb <= 1.5 * ref + 1e-3)  # and not vacuous
+    used = weight / grid**4 < 1.0  # where BlockLawBound takes them (their range below the plain draws')
+    assert used.sum() >= 2 and np.all(ucb[used] <= 1.5 * ref[used] + 1e-3)  # and not vacuous there
 
 
 def test_tilted_means_within_their_two_sided_error_of_extended_precision():
     """r of :func:`draw_means` bounds the computed tilted means' relative error both ways: one chunk redrawn from
-    the same stream (the same normals and sites, in draw_means' order) and recomputed in long double."""
+    the same stream (the same tuples and normals, in draw_means' order) and recomputed in long double."""
     from epscert.rng import stream_generator
 
     factor = drawn_factor(one_participation(128, 32, 1.0))
     size = factor.shape[0]
-    means, rel = block_law.draw_means(factor, 4096, seed=5, tilted=True)
+    tuples = block_law.TupleLaw(factor)
+    means, rel = block_law.draw_means(factor, 4096, seed=5, tuples=tuples)
     rng = stream_generator(5, block_law.TILTED_STREAM_KEY)
-    z = rng.standard_normal((4096, size)).astype(np.longdouble) + factor[rng.integers(0, size, 4096)]
+    picked = tuples.draw(rng, 4096)
+    z = rng.standard_normal((4096, size)).astype(np.longdouble) + factor[picked].sum(axis=1, dtype=np.longdouble)
     f = factor.astype(np.longdouble)
-    exact = np.exp(z @ f.T - 0.5 * (f * f).sum(axis=1)).mean(axis=1)
-    exact = np.sort(exact)
+    exact = np.sort(np.exp(z @ f.T - 0.5 * (f * f).sum(axis=1)).mean(axis=1))
     ratio = means.astype(np.longdouble) / exact
     assert np.all(ratio <= 1 + rel) and np.all(1 / ratio <= 1 + rel)
     assert float(np.max(np.abs(ratio - 1))) > 0.0  # the float computation does round
+
+
+def test_tuple_law_refuses_weights_out_of_range():
+    with pytest.raises(ValueError, match="normal floating-point range"):
+        with np.errstate(over="ignore"):
+            block_law.TupleLaw(np.diag([1.0, 30.0]))  # e^{6·900} overflows
 
 
 def test_remove_bound_lies_above_an_independent_naive_estimate():
