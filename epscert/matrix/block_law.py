@@ -21,9 +21,11 @@ from :func:`~epscert.matrix.block_bound.block_count`, m <= ``MAX_SIZE``):
    two are equal). Every block's mean S_i is then ⪯_cx S_C, the mean of m lognormal factors under N(0, C).
 3. **The law drawn.** F = chol(C + τ I) with F Fᵀ ⪰ C checked (``τ`` raised until it covers F's own backward error,
    as in :func:`~epscert.matrix.add_decoupled.decoupled_blocks`); S_F, the block mean under N(0, F Fᵀ), is ⪰_cx S_C.
-4. **Its survival function, bounded.** N draws of S_F, half of them plain and half tilted at order 4 (each kind
-   its own stream of the user's seed), and K >= E[S_F^4]/ρ (below). At each of the K grid points s_j, one UCB at
-   β/K (Bonferroni); which one is fixed before any draw (the tilted values' range K/s_j^4 below the plain ones' 1):
+4. **Its survival function, bounded** (the draws in :mod:`epscert.matrix.block_draws`). N draws of S_F, half of
+   them plain and half tilted at order 4 (each kind its own stream of the user's seed; all plain where no grid
+   point takes tilted ones), and κ >= E[S_F^4]/ρ (below). At each of the K grid points s_j, one UCB at β/K
+   (Bonferroni); which one is fixed before any draw (:func:`tilt_plan`: the tilted values' range κ/s_j^4 below
+   the plain ones' 1; all plain where the tuple law cannot be formed):
    - plain: the KL–Chernoff UCB of the count of plain computed means above s_j/(1 + r) (r bounds the relative
      error of a computed mean, so every exact mean above s_j is counted: the count is at least that of the exact
      indicators, which are i.i.d., and the UCB increases in it);
@@ -32,7 +34,7 @@ from :func:`~epscert.matrix.block_bound.block_count`, m <= ``MAX_SIZE``):
      exp(u_tᵀz - |u_t|²/2) = W_t e^{-c_t}, W_t = Π_i W_{k_i}, c_t = Σ_{i<j} Σ_{k_i k_j} (Σ = F Fᵀ), and
      E[W_t] = e^{c_t}: so with Z = Σ_t e^{c_t} = m^4 E[S_F^4], the order-4 tilt S^4 p/E[S^4] is the mixture with
      weights π_t = e^{c_t}/Z, and π'_t >= ρ π_t for every t gives dq'/dp = Σ_t π'_t W_t e^{-c_t} >= ρ S^4/E[S^4].
-     Then P(S_F > s) = E_q'[1{S > s} dp/dq']: exact values i.i.d. in [0, K/s^4], the KL–Chernoff UCB at that scale
+     Then P(S_F > s) = E_q'[1{S > s} dp/dq']: exact values i.i.d. in [0, κ/s^4], the KL–Chernoff UCB at that scale
      of a computed mean at least theirs (:func:`tilted_survival_ucbs`). Under q' the tail is heavier by S^4, so at
      n = b = 10^4, 64 bands, σ = 2 the bound at s = 30 is 1.4·10⁻¹⁰ (the order-1 tilt, x ~ (1/m) Σ_k N(Σ e_k, Σ),
      gave 9.3·10⁻⁸ there, the order-6 Markov bound 9.5·10⁻⁸) and at s = 70 5.7·10⁻¹³ (5.9·10⁻¹⁰).
@@ -54,21 +56,39 @@ from :func:`~epscert.matrix.block_bound.block_count`, m <= ``MAX_SIZE``):
    1: E[Y 1{Y > c}] + (J - 1) E[Y] P(Y > c), with P(Y > c) = P_K and E[Y 1{Y > c}] = c P_K + ∫_c^∞ min(P_K, M̄(s)) ds
    (:func:`tail_integral`).
 
-The bound is formed only where it can help (:func:`applies`, deterministic: the moments of order <= 4 must put the
-tail beyond c below 10^-5).
+**ADD from the same plain draws** (:class:`BlockLawAddBound`). δ_add(ε) = E_Q[(1 - e^ε S)_+] and s ↦ (1 - e^ε s)_+
+is convex and decreasing. Steps 1-3 are mean-preserving spreads, so they hold for it as for δ_remove; then:
+
+4'. At each grid point s_j a KL lower confidence bound on P(S_F > s_j), at β/K (Bonferroni), from the count of
+    plain computed means above s_j (1 + r)(1 + 8u) (each such mean is an exact one above s_j, so the count is at
+    most the exact indicators' count, and the LCB increases in it); L_j, their running maximum from the right,
+    still lies below P(S_F > s_j) (a survival function is non-increasing), for every j at once with probability
+    >= 1 - β.
+5'. **A law below it.** Y_low takes 0 with mass 1 - L_1, s_j with mass L_j - L_{j+1} (L_{K+1} = 0). Then
+    P(Y_low > s) = L_{j+1} <= P(S_F > s_{j+1}) <= P(S_F > s) on [s_j, s_{j+1}) (L_1 below s_1, 0 from c on), so
+    Y_low <=_st S_F: for a function decreasing in each block's mean, E over S_F is at most E over Y_low, and no
+    equality of means is needed. With the masses rounded up (as in step 5), replacing the independent block means
+    one at a time (convex order, then stochastic order), δ_add(G) <= E[(1 - e^ε (1/J) Σ_i Y_low,i)_+].
+6'. The same upper chain, from the whole law of Y_low (it has no mass above c: no cap term).
+
+The plain draws are shared with the REMOVE bound of the same run; each bound holds at its own β, and the union bound
+needs no independence. The bound is formed only where it can help (:func:`applies`, deterministic: the moments of
+order <= 4 must put the tail beyond c below 10^-5).
 
 Every step but 4 is deterministic; 4 holds with probability >= 1 - β. At n = b = 10^4, 64 bands, σ = 2 (125 blocks
 of 80, 10^7 draws, 29 CPU s on one core) it certifies, for REMOVE at β = 0.0025, ε(10⁻⁶) <= 0.198, ε(10⁻⁸) <= 0.251
 and ε(10⁻¹⁰) <= 0.317, where the mixture bound gives 0.563, 1.042 and 1.649 (``python -m benchmarks.matrix_block_law``),
 the order-1 tilt gave 0.214, 0.444 and 0.866 (its order-6 Markov tail binding at 10⁻⁸ and 10⁻¹⁰), and the block's
-empirical law with no error terms at all, the limit of this route, gives 0.194, 0.246 and 0.290. What it leaves is
-mostly the split into independent blocks: 0.194 against the conditional estimator's 0.178 for G itself.
+empirical law with no error terms at all, the limit of this route, gives 0.194, 0.246 and 0.290. For ADD at β/4 it
+certifies ε(10⁻⁶) <= 0.194, ε(10⁻⁸) <= 0.243 and ε(10⁻¹⁰) <= 0.284 (11 CPU s; the same draws' empirical law gives
+0.192, 0.241 and 0.282), where the decoupled Chernoff bound of :mod:`epscert.matrix.add_decoupled` gives 0.21,
+0.265 and 0.313 in 50 CPU s. What it leaves is mostly the split into independent blocks: 0.194 against the
+conditional estimator's 0.178 for G itself.
 """
 
 from __future__ import annotations
 
 import functools
-import hashlib
 import math
 
 import numpy as np
@@ -76,12 +96,12 @@ from scipy import linalg
 
 from epscert.allocation.bracket import AllocationBracket
 from epscert.allocation.epoch import ChainLaw, mean_of_steps
-from epscert.allocation.cells import CellLaw, rel_product
-from epscert.bounds.kl import kl_ucb
+from epscert.allocation.cells import CellLaw
+from epscert.bounds.kl import kl_lcb, kl_ucb
 from epscert.matrix.add_decoupled import UNIT_ROUNDOFF, gamma_n
 from epscert.matrix.block_bound import band_and_blocks, rounding_shift, unit_band, edge_splits
+from epscert.matrix.block_draws import TILT_ORDER, TupleLaw, draw_means, tilted_survival_ucbs
 from epscert.names import Direction
-from epscert.rng import stream_generator
 from epscert.support import BRACKET_MIN_SIGMA
 
 #: Largest block (the exact sixth moment costs about m^6 / 3 flops: 5 CPU s at m = 80)
@@ -99,16 +119,6 @@ TAIL_CEILING = 1e-5
 DRAWS_PER_SAMPLE = 100
 MIN_DRAWS = 100_000
 MAX_FLOPS = 6.4e10
-#: Rows of one chunk of draws
-CHUNK = 16_384
-#: The stream of the block draws: rng.stream_generator(seed, STREAM_KEY)
-STREAM_KEY = int.from_bytes(hashlib.sha256(b"epscert.matrix.block_law").digest()[:8], "big")
-TILTED_STREAM_KEY = int.from_bytes(hashlib.sha256(b"epscert.matrix.block_law.tilted").digest()[:8], "big")
-#: Order θ of the tilted draws: tuples t = (k_1, .., k_4) of the block's sites (step 4)
-TILT_ORDER = 4
-#: Integer weights of the tuple sampler: ω = floor(2^WEIGHT_BITS · ŵ/ŵ_max) + 1, exact in int64 (m² (2^40 + 1) <
-#: 2^54 for m <= MAX_SIZE)
-WEIGHT_BITS = 40
 #: Relative allowance of a computed moment: positive terms, each with at most 4m + 32 roundings (exp of a raised
 #: entry, products of 15 factors, inner products of m terms), summed over at most 10^6 terms: γ_{10^6 + 4m + 32}
 #: is below 1.2e-10 for m <= MAX_SIZE
@@ -298,125 +308,6 @@ def markov(s: np.ndarray, moments: dict[int, float]) -> np.ndarray:
         return np.min([mp / s**p for p, mp in moments.items()], axis=0) * (1.0 + (4 + max(moments)) * UNIT_ROUNDOFF)
 
 
-class TupleLaw:
-    """An exactly sampled law π' on [m]^4 close to the order-4 tilt's tuple law π_t = e^{c_t}/Z, c_t =
-    Σ_{i<j} Σ_{k_i k_j}, Z = Σ_t e^{c_t} = m^4 E[S_F^4], Σ = F Fᵀ (step 4), with ``rho`` <= min_t π'_t/π_t.
-
-    Two stages, each from integer weights ω = floor(2^40 ŵ/ŵ_max) + 1 (>= 1, exact in int64) drawn exactly (a
-    uniform integer below their sum, located in their cumulative sum): the pair (k_1, k_2) with ŵ the computed
-    μ_{12} = Σ_{k_3 k_4} e^{c_t} = E_{12} aᵀ E a (E = exp(Σ) entrywise, a = E_{k_1,:} ∘ E_{k_2,:}), then (k_3, k_4)
-    given it with ŵ the computed E_{34} a_3 a_4 (∝ e^{c_t} for that pair). Every computed weight, a sum of at most
-    m² positive terms each a product of 6 computed exponentials of computed entries of Σ (|fl(F Fᵀ) - F Fᵀ| <= d
-    entrywise, d = 2 γ_{m+2} max fl(|F||F|ᵀ) as in :func:`raised_covariance`; exp within 4 ulps as in
-    :func:`block_moments`) with at most 8 more roundings each, is within the factor λ = e^{6d} / ((1 - 4u)^6
-    (1 - γ_{m²+8})) of its exact value both ways. For n weights with exact values w_i and sum W: ω_i > 2^40 (1 - u)
-    ŵ_i/ŵ_max >= 2^40 (1 - u) w_i/(λ ŵ_max) and Σ ω <= 2^40 (1 + u) λ W/ŵ_max + n, with ŵ_max <= λ W, so
-    (ω_i/Σ ω)/(w_i/W) >= (1 - u)/(λ² (1 + u + n 2^-40)); ``rho`` is the product of the two stages' bounds, rounded
-    down. A weight that is not a normal positive float (an exponential far out of range) raises ValueError."""
-
-    def __init__(self, factor: np.ndarray) -> None:
-        size = factor.shape[0]
-        self.size = size
-        absf = np.abs(factor)
-        d = 2.0 * gamma_n(size + 2) * float(np.max(absf @ absf.T))
-        self.exp_cov = np.exp(factor @ factor.T)
-        f2 = (self.exp_cov[:, None, :] * self.exp_cov[None, :, :]).reshape(size * size, size)  # a for every pair
-        first = np.einsum("ak,kl,al->a", f2, self.exp_cov, f2) * self.exp_cov.ravel()
-        self.first_cum = self._cumulative(first)
-        lam = math.exp(6.0 * d) / ((1.0 - 4.0 * UNIT_ROUNDOFF) ** 6 * (1.0 - gamma_n(size * size + 8)))
-        lam *= 1.0 + 8.0 * UNIT_ROUNDOFF  # its own rounding (a few operations), upward
-        stage = (1.0 - UNIT_ROUNDOFF) / (lam * lam * (1.0 + UNIT_ROUNDOFF + size * size * 2.0**-WEIGHT_BITS))
-        self.rho = stage * stage * (1.0 - 16.0 * UNIT_ROUNDOFF)  # each stage's bound computed within 8 ulps, down
-
-    @staticmethod
-    def _cumulative(weights: np.ndarray) -> np.ndarray:
-        top = float(np.max(weights)) if weights.size else math.nan
-        if not (np.all(np.isfinite(weights)) and np.all(weights >= np.finfo(float).tiny) and math.isfinite(top)):
-            raise ValueError("a tuple weight of the order-4 tilt is out of the normal floating-point range")
-        omega = np.floor(np.ldexp(weights / top, WEIGHT_BITS)).astype(np.int64) + 1
-        return np.cumsum(omega)
-
-    def second_cumulative(self, code: int) -> np.ndarray:
-        """The cumulative integer weights of (k_3, k_4) given the pair code k_1 m + k_2."""
-        k1, k2 = divmod(int(code), self.size)
-        a = self.exp_cov[k1] * self.exp_cov[k2]
-        return self._cumulative((self.exp_cov * np.outer(a, a)).ravel())
-
-    def draw(self, rng: np.random.Generator, count: int) -> np.ndarray:
-        """``count`` i.i.d. tuples from π' as a (count, 4) array: the first pairs, then for each distinct pair the
-        second pairs of the draws that have it (fresh randomness each, written back at those draws' places, so the
-        draws stay i.i.d. in their order)."""
-        size = self.size
-        first = np.searchsorted(self.first_cum, rng.integers(0, self.first_cum[-1], count), side="right")
-        second = np.empty(count, dtype=np.int64)
-        order = np.argsort(first, kind="stable")
-        ranked = first[order]
-        starts = np.flatnonzero(np.concatenate([[True], ranked[1:] != ranked[:-1]]))
-        for lo, hi in zip(starts, np.append(starts[1:], count)):
-            cum = self.second_cumulative(int(ranked[lo]))
-            second[order[lo:hi]] = np.searchsorted(cum, rng.integers(0, cum[-1], hi - lo), side="right")
-        return np.stack([first // size, first % size, second // size, second % size], axis=1)
-
-
-def draw_means(factor: np.ndarray, draws: int, seed: int, tuples: TupleLaw | None = None
-               ) -> tuple[np.ndarray, float]:
-    """(sorted computed block means, r): ``draws`` means of exp(x_k - v_k/2), x = F z, v = diag(F Fᵀ), and r with
-    exact <= computed · (1 + r) and computed <= exact · (1 + r) for every draw. z ~ N(0, I), or with ``tuples``
-    (a :class:`TupleLaw`) z = g + w_{k_1} + .. + w_{k_4}, g ~ N(0, I), w_k = F's row k, t drawn from it first
-    (step 4: then x ~ N(Σ(e_{k_1} + .. + e_{k_4}), Σ), Σ = F Fᵀ). The computed z, its shifts added one by one, is
-    within γ_4 A of the exact one, A = |g| + Σ_j |w_{k_j}| <= max|g| + 4 max|F| =: A_max entrywise; so x_k is
-    within γ_{m+4+3} A_max max_k Σ_j |F_kj| + 2 γ_{m+2} max v_k/2 of its exact value (γ_{m+3} and A_max = max|g|
-    for plain draws, z = g exactly), the exponentials and the mean of m terms within γ_{m+2} more. Plain and
-    tilted draws have streams of their own."""
-    rng = stream_generator(seed, TILTED_STREAM_KEY if tuples is not None else STREAM_KEY)
-    size = factor.shape[0]
-    offset = 0.5 * (factor * factor).sum(axis=1)
-    reach = float(np.max(np.abs(factor).sum(axis=1)))
-    shifts = 0 if tuples is None else TILT_ORDER
-    picked = None if tuples is None else tuples.draw(rng, draws)
-    out = np.empty(draws)
-    g_max = 0.0
-    for start in range(0, draws, CHUNK):
-        rows = min(CHUNK, draws - start)
-        z = rng.standard_normal((rows, size))
-        g_max = max(g_max, float(np.max(np.abs(z))))
-        if picked is not None:
-            for j in range(shifts):
-                z += factor[picked[start: start + rows, j]]
-        out[start: start + rows] = np.exp(z @ factor.T - offset).mean(axis=1)
-    a_max = (g_max + shifts * float(np.max(np.abs(factor)))) * (1.0 + 2.0 * UNIT_ROUNDOFF)
-    e_x = gamma_n(size + shifts + 3) * a_max * reach + 2.0 * gamma_n(size + 2) * float(np.max(offset))
-    # exact <= computed · e^{e_x} / ((1 - u)(1 - γ_m)) <= computed · (1 + expm1(e_x)) (1 + γ_{m+2})², and the
-    # other way round alike
-    return np.sort(out), rel_product(math.expm1(e_x), gamma_n(size + 2), gamma_n(size + 2))
-
-
-def tilted_survival_ucbs(means: np.ndarray, rel: float, grid: np.ndarray, share: float, weight: float
-                         ) -> np.ndarray:
-    """UCBs of P(S_F > s) at the grid points s from sorted tilted draws (step 4), ``weight`` = K >= E[S_F^4]/ρ:
-    with q' the law of the draws, dq'/dp >= ρ S^4/E[S^4], so P(S_F > s) = E_q'[V], V = 1{S > s} dp/dq', and the
-    exact values V_l of the draws are i.i.d. in [0, K/s^4]. Each is at most K (1 + r)^4/Ŝ_l^4 where the computed
-    Ŝ_l > s (1 - 4u)/(1 + r) and 0 elsewhere (every exact S > s is counted, and 1/S <= (1 + r)/Ŝ as r is
-    two-sided), so the computed mean of those (1/Ŝ^4 in three roundings, suffix sums of positive terms over the
-    sorted draws, γ_{N+8} for all of it and the products by (1 + r)^4 and K) raised, is at least the exact values'
-    mean; the KL–Chernoff UCB, increasing in the mean, at scale fl(K/s^4) raised by 8 ulps, at ``share`` each.
-    (Not the raised values themselves: r depends on all the draws, so those are not i.i.d.)"""
-    count = means.size
-    with np.errstate(divide="ignore", over="ignore"):
-        inverse = 1.0 / means  # a mean that underflowed to 0 lies below every threshold: never summed
-        square = inverse * inverse
-        fourth = square * square
-    suffix = np.concatenate([np.cumsum(fourth[::-1])[::-1], [0.0]])
-    start = np.searchsorted(means, grid / (1.0 + rel) * (1.0 - 4.0 * UNIT_ROUNDOFF), side="right")
-    raise_sum = (1.0 + rel) ** 4 * (1.0 + 8.0 * UNIT_ROUNDOFF) * weight * (1.0 + 2.0 * gamma_n(count + 8))
-    out = np.empty(grid.size)
-    for j, s in enumerate(grid):
-        scale = weight / float(s) ** 4 * (1.0 + 8.0 * UNIT_ROUNDOFF)
-        mean = min(float(suffix[start[j]]) * raise_sum / count, scale)
-        out[j] = kl_ucb(mean, count, share, scale=scale)
-    return out
-
-
 class _DominatingLawBracket(AllocationBracket):
     """The upper chain of step 6 (REMOVE only): J copies of Y·1{Y <= c} and the cap terms of Y."""
 
@@ -438,34 +329,120 @@ class _DominatingLawBracket(AllocationBracket):
         return super()._side(eps, part, side)
 
 
+class _LowLawBracket(AllocationBracket):
+    """The upper chain of step 6' (ADD only): J copies of Y_low, which has no mass above c (no cap term)."""
+
+    def __init__(self, law: CellLaw, sigma: float, steps: int):
+        super().__init__(sigma, steps, 1)  # settings (cells, shape) from the block's largest variance; T = J
+        self._base = law
+        self.caps = {"remove": 0.0, "add": 0.0}  # REMOVE is refused (_side)
+
+    def law(self, chain: str) -> ChainLaw:
+        if chain != "upper":
+            raise ValueError("the law below the block mean gives an upper chain only")
+        st = self.settings
+        base = ChainLaw(self._base, 0.0, 0.0)  # Y_low is defined by these atoms and masses (step 5'): no allowance
+        return mean_of_steps(base, self.steps, "upper", cells=st["cells"], tau=st["tau"], shape=st["shape"])
+
+    def _side(self, eps, part, side):
+        if part is not Direction.ADD or side != "upper":
+            raise ValueError("the law below the block mean bounds δ_add from above only")
+        return super()._side(eps, part, side)
+
+
+def _checked_law(pair, samples: int, error_prob: float):
+    if samples < 1:
+        raise ValueError(f"samples must be >= 1, got samples={samples}")
+    if not (0.0 < error_prob < 1.0):
+        raise ValueError(f"error_prob must be in (0, 1), got error_prob={error_prob}")
+    if not fits(pair):
+        raise ValueError("the block-law bound needs G banded in the natural order with J >= 2 blocks of "
+                         f"{MIN_SIZE} to {MAX_SIZE} bins (b = {pair.bins})")
+    law = dominating_law(pair)
+    if law is None:
+        raise ValueError("the block-law bound needs a factor of the dominating covariance (none was found)")
+    return law
+
+
+def total_draws(samples: int, size: int) -> int:
+    """N of step 4: ``DRAWS_PER_SAMPLE`` per sample of the run, within [MIN_DRAWS, MAX_FLOPS/m²] (not below
+    MIN_DRAWS)."""
+    return int(min(max(MIN_DRAWS, DRAWS_PER_SAMPLE * int(samples)), max(MIN_DRAWS, MAX_FLOPS / size**2)))
+
+
+def plain_count(draws: int, tilted: np.ndarray) -> int:
+    """The plain draws of step 4: half of N where some grid point takes the tilted ones, else all."""
+    return draws // 2 if np.any(tilted) else draws
+
+
+@functools.lru_cache(maxsize=8)
+def tilt_plan(pair) -> tuple[TupleLaw | None, float, np.ndarray]:
+    """(the tuple law, κ >= E[S_F^4]/ρ, the grid points that take the tilted draws) of step 4, all fixed before
+    any draw (the moment of order 4 is the exact one of :func:`dominating_law`); (None, inf, none) where the tuple
+    law cannot be formed."""
+    factor, low = dominating_law(pair)[2:]
+    try:
+        tuples = TupleLaw(factor)
+    except ValueError:  # the covariance's entries out of the tuple law's range: plain draws only
+        return None, math.inf, np.zeros(survival_grid().size, dtype=bool)
+    weight = low[TILT_ORDER] / tuples.rho * (1.0 + 2.0 * UNIT_ROUNDOFF)
+    with np.errstate(over="ignore"):
+        tilted = weight / survival_grid() ** TILT_ORDER < 1.0  # the tilted values' range below the plain ones'
+    return tuples, weight, tilted
+
+
+@functools.lru_cache(maxsize=2)
+def plain_means(pair, draws: int, seed: int) -> tuple[np.ndarray, float]:
+    """The plain draws of step 4 (:func:`draw_means` of the dominating factor), shared by the REMOVE and the ADD
+    bound of the same run (each holds at its own β; the union bound needs no independence)."""
+    return draw_means(dominating_law(pair)[2], draws, seed)
+
+
+class BlockLawAddBound:
+    """Steps 1-3 and 4'-6' of the module docstring for one pair, sample count, seed and β; :meth:`upper` bounds
+    δ_add."""
+
+    def __init__(self, pair, samples: int, seed: int, error_prob: float) -> None:
+        blocks, cov, _, _ = _checked_law(pair, samples, error_prob)
+        self.blocks = blocks
+        self.draws = total_draws(samples, cov.shape[0])
+        plain_draws = plain_count(self.draws, tilt_plan(pair)[2])
+        means, rel = plain_means(pair, plain_draws, seed)
+        grid = survival_grid()
+        share = error_prob / grid.size
+        # every computed mean above s (1 + r)(1 + 8u) (that product rounded by at most 3 ulps) is an exact mean
+        # above s, so the count is at most the exact indicators' count, and the LCB increases in it
+        above = plain_draws - np.searchsorted(means, grid * (1.0 + rel) * (1.0 + 8.0 * UNIT_ROUNDOFF), side="right")
+        lcb = np.array([kl_lcb(int(c) / plain_draws * (1.0 - 2.0 * UNIT_ROUNDOFF), plain_draws, share)
+                        for c in above])
+        bound = np.minimum(np.maximum.accumulate(lcb[::-1])[::-1], 1.0)  # L_j: non-increasing, each <= P(S_F > s_j)
+        # Y_low (step 5'): atoms 0, s_1, .., s_K with masses 1 - L_1, L_j - L_{j+1}, L_K, each rounded up
+        values = np.concatenate([[0.0], grid])
+        masses = -np.diff(np.concatenate([[1.0], bound, [0.0]])) * (1.0 + 4.0 * UNIT_ROUNDOFF)
+        self.grid, self.survival = grid, bound
+        sigma = max(1.0 / math.sqrt(float(np.max(np.diag(cov)))), BRACKET_MIN_SIGMA)
+        self._bracket = _LowLawBracket(CellLaw(values, masses), sigma, blocks)
+
+    def upper(self, epsilons) -> np.ndarray:
+        """Upper bounds on δ_add(ε) (non-increasing in ε)."""
+        return self._bracket.delta_side(np.asarray(epsilons, dtype=float), "add", "upper")
+
+
 class BlockLawBound:
     """Step 1-6 of the module docstring for one pair, sample count, seed and β; :meth:`upper` bounds δ_remove."""
 
     def __init__(self, pair, samples: int, seed: int, error_prob: float) -> None:
-        if samples < 1:
-            raise ValueError(f"samples must be >= 1, got samples={samples}")
-        if not (0.0 < error_prob < 1.0):
-            raise ValueError(f"error_prob must be in (0, 1), got error_prob={error_prob}")
-        if not fits(pair):
-            raise ValueError("the block-law bound needs G banded in the natural order with J >= 2 blocks of "
-                             f"{MIN_SIZE} to {MAX_SIZE} bins (b = {pair.bins})")
-        law = dominating_law(pair)
-        if law is None:
-            raise ValueError("the block-law bound needs a factor of the dominating covariance (none was found)")
-        blocks, cov, factor, _ = law
+        blocks, cov, factor, _ = _checked_law(pair, samples, error_prob)
         self.blocks = blocks
         size = cov.shape[0]
         self.moments = _moments(raised_covariance(factor).tobytes(), size)
-        self.draws = int(min(max(MIN_DRAWS, DRAWS_PER_SAMPLE * int(samples)), max(MIN_DRAWS, MAX_FLOPS / size**2)))
+        self.draws = total_draws(samples, size)
         grid = survival_grid()
         share = error_prob / grid.size
-        tuples = TupleLaw(factor)
-        weight = self.moments[TILT_ORDER] / tuples.rho * (1.0 + 2.0 * UNIT_ROUNDOFF)  # K >= E[S_F^4]/ρ
+        tuples, weight, tilted = tilt_plan(pair)
         self.tilt_weight = weight
-        with np.errstate(over="ignore"):
-            tilted = weight / grid**TILT_ORDER < 1.0  # the tilted values' range below the plain ones' (fixed: no draw)
-        plain_draws = self.draws // 2 if np.any(tilted) else self.draws
-        means, rel = draw_means(factor, plain_draws, seed)
+        plain_draws = plain_count(self.draws, tilted)
+        means, rel = plain_means(pair, plain_draws, seed)
         # every exact mean above s is a computed one above s/(1 + r) (the quotient lowered past its rounding)
         above = plain_draws - np.searchsorted(means, grid[~tilted] / (1.0 + rel) * (1.0 - 4.0 * UNIT_ROUNDOFF),
                                               side="right")
@@ -559,6 +536,18 @@ def applies(pair) -> bool:
         return False
     c = float(survival_grid()[-1])
     return c * float(markov(np.array([c]), law[3])[0]) <= TAIL_CEILING
+
+
+@functools.lru_cache(maxsize=8)
+def add_law_bound(pair, samples: int, seed: int, error_prob: float) -> BlockLawAddBound | None:
+    """The (cached) ADD bound of one pair, sample count, seed and β, or None where the block law does not apply or
+    fails on the way (the caller's other bounds, still at their shares of β, stand alone)."""
+    if not applies(pair):
+        return None
+    try:
+        return BlockLawAddBound(pair, samples, seed, error_prob)
+    except (linalg.LinAlgError, ValueError, FloatingPointError):
+        return None
 
 
 @functools.lru_cache(maxsize=8)

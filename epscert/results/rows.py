@@ -30,7 +30,7 @@ from epscert.bounds.truncated_lcb import LEVELS, truncated_lcb
 from epscert.dpsgd.conditional import FLOAT_REL, conditional_sampler
 from epscert.matrix.values import FLOAT_REL as MATRIX_FLOAT_REL
 from epscert.matrix.add_decoupled import add_bound, pair_edges
-from epscert.matrix.block_law import applies as block_law_applies, remove_bound
+from epscert.matrix.block_law import add_law_bound, applies as block_law_applies, remove_bound
 from epscert.dpsgd.conditional_ucb import add_ucb, order_stats_domination, remove_tails, remove_ucb
 from epscert.config import BRACKET_METHODS, CertifyConfig, Direction, Method, Sampler, canonical_method
 from epscert.config.samplers import loss_sampler
@@ -228,7 +228,9 @@ def matrix_value_rows(config: CertifyConfig, method: Method, acc: acc_mod.Accumu
     second is formed only where the first exceeds the REMOVE UCB at some ε (elsewhere it cannot move 'both').
     REMOVE, where the block-law bound applies (:func:`epscert.matrix.block_law.applies`, deterministic: G banded with
     blocks of ``MIN_SIZE`` to ``MAX_SIZE`` bins and a light moment tail): the smaller of that one and the block-law
-    bound, each at half the REMOVE β.
+    bound, each at half the REMOVE β. ADD where it applies too: the line's UCB at β/2, the decoupled and the
+    block-law ADD bound (:class:`epscert.matrix.block_law.BlockLawAddBound`) at β/4 each, the last two formed
+    together (where the line's UCB could bind).
     """
     sampler = value_sampler(config, method)
     parts = config.direction.parts()
@@ -248,12 +250,15 @@ def matrix_value_rows(config: CertifyConfig, method: Method, acc: acc_mod.Accumu
         # UCB at β/2 and the block-law bound at β/2, always formed there
         split = direction is Direction.ADD and pair_edges(matrix_pair(config)) is not None
         split_remove = direction is Direction.REMOVE and block_law_applies(matrix_pair(config))
+        # ADD where the block law applies too: the line at β/2, the decoupled and the block-law bound at β/4 each
+        split_add_law = split and block_law_applies(matrix_pair(config))
         line_beta = beta / 2.0 if split or split_remove else beta
+        side_beta = beta / 4.0 if split_add_law else beta / 2.0
         if sums.count:
             ucbs = raised_from_the_right([range_ucb(sums.mean(i), sums.mean_sq(i), sums.count, ranges[i], line_beta)
                                           + slack[i] for i in range(n_eps)])
         formed = False  # whether the decoupled bound entered the UCB (the row's bound name says so)
-        law_formed = False  # whether the block-law bound did (REMOVE)
+        law_formed = False  # whether a block-law bound did (REMOVE, or ADD)
         if split_remove:
             law_bound = remove_bound(matrix_pair(config), config.samples, config.seed, beta / 2.0)
             if law_bound is not None:  # None: it failed after applying (the values' bound alone, still at β/2)
@@ -261,10 +266,15 @@ def matrix_value_rows(config: CertifyConfig, method: Method, acc: acc_mod.Accumu
                 law_formed = True
         if split and (Direction.REMOVE not in per_dir
                       or any(min(1.0, u) > r["delta_upper"] for u, r in zip(ucbs, per_dir[Direction.REMOVE]))):
-            decoupled = add_bound(matrix_pair(config), config.samples, config.seed, beta / 2.0)
-            if decoupled is not None:  # None: G singular (the line's bound alone, still at β/2)
+            decoupled = add_bound(matrix_pair(config), config.samples, config.seed, side_beta)
+            if decoupled is not None:  # None: G singular (the line's bound alone, still at its share of β)
                 ucbs = raised_from_the_right(np.minimum(ucbs, decoupled.upper(config.epsilons)).tolist())
                 formed = True
+            if split_add_law:
+                add_law = add_law_bound(matrix_pair(config), config.samples, config.seed, side_beta)
+                if add_law is not None:  # None: it failed after applying (the others stand, at their shares)
+                    ucbs = raised_from_the_right(np.minimum(ucbs, add_law.upper(config.epsilons)).tolist())
+                    law_formed = True
         per_dir[direction] = []
         for i, eps in enumerate(config.epsilons):
             lower = truncated_lcb(truncated[i], ranges[i], sums.count, beta, MATRIX_FLOAT_REL) if sums.count else None

@@ -1,6 +1,7 @@
-"""epscert/matrix/block_law.py: the split and the dominating covariance by eigenvalues of dense matrices built here,
-the exact moments against brute-force sums over all tuples, the raised covariance against extended precision, the
-REMOVE bound above this file's own naive estimate of δ_remove, its rows, and bad input refused."""
+"""epscert/matrix/block_law.py and block_draws.py: the split and the dominating covariance by eigenvalues of dense
+matrices built here, the exact moments against brute-force sums over all tuples, the raised covariance against
+extended precision, the tuple law against the exact tilt, the tilted draws against plain ones, the REMOVE and ADD
+bounds above this file's own naive estimates, their rows, and bad input refused."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from scipy import integrate, linalg
 
 from benchmarks.matrix_rivals import binomial_c_col
 from epscert.config.samplers import cached_pair
-from epscert.matrix import block_law
+from epscert.matrix import block_draws, block_law
 from epscert.matrix.block_bound import band_and_blocks
 from epscert.matrix.strategies import toeplitz_strategy
 
@@ -82,7 +83,7 @@ def test_moments_against_the_draws():
     cov = x @ x.T / 40.0
     factor = np.linalg.cholesky(cov)
     moments = block_law.block_moments(factor @ factor.T)
-    means, rel = block_law.draw_means(factor, 400_000, seed=3)
+    means, rel = block_draws.draw_means(factor, 400_000, seed=3)
     assert rel < 1e-12
     assert abs(means.mean() - 1.0) < 5 * means.std() / math.sqrt(means.size)
     for p in (2, 3):
@@ -101,10 +102,18 @@ def toeplitz_matrix(n: int, bands: int) -> np.ndarray:
     return linalg.toeplitz(col, np.zeros(n))
 
 
-def naive_remove(pair, bands: int, eps: np.ndarray, draws: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """This file's own estimate of δ_remove(ε) = E_Q[(S - e^ε)_+] with its standard error. One participation: mode
-    j is C e_j, so g = Cᵀ w / σ with w ~ N(0, I) has covariance G = CᵀC/σ² (no factorisation of G, which may be
-    ill-conditioned); the strategy is rebuilt here from its first column, not taken from the pair."""
+def naive_add(pair, bands: int, eps: np.ndarray, draws: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """This file's own estimate of δ_add(ε) = E_Q[(1 - e^ε S)_+] with its standard error, drawn as in
+    :func:`naive_remove`."""
+    return naive_remove(pair, bands, eps, draws, seed, add=True)
+
+
+def naive_remove(pair, bands: int, eps: np.ndarray, draws: int, seed: int, add: bool = False
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """This file's own estimate of δ_remove(ε) = E_Q[(S - e^ε)_+] (with ``add`` δ_add(ε) = E_Q[(1 - e^ε S)_+])
+    with its standard error. One participation: mode j is C e_j, so g = Cᵀ w / σ with w ~ N(0, I) has covariance
+    G = CᵀC/σ² (no factorisation of G, which may be ill-conditioned); the strategy is rebuilt here from its first
+    column, not taken from the pair."""
     n = pair.bins
     c = toeplitz_matrix(n, bands) / pair.sigma
     half = 0.5 * np.sum(c * c, axis=0)
@@ -114,7 +123,10 @@ def naive_remove(pair, bands: int, eps: np.ndarray, draws: int, seed: int) -> tu
     for _ in range(draws // 20_000):
         x = rng.standard_normal((20_000, n)) @ c - half
         s = np.exp(x).mean(axis=1)
-        vals = np.maximum(s[:, None] - np.exp(eps)[None, :], 0.0)
+        if add:
+            vals = np.maximum(1.0 - np.exp(eps)[None, :] * s[:, None], 0.0)
+        else:
+            vals = np.maximum(s[:, None] - np.exp(eps)[None, :], 0.0)
         sums += vals.sum(axis=0)
         squares += (vals * vals).sum(axis=0)
     mean = sums / draws
@@ -137,7 +149,7 @@ def exact_tuple_law(factor: np.ndarray) -> np.ndarray:
     return (w / w.sum()).reshape((m,) * 4)
 
 
-def sampler_tuple_law(tuples: block_law.TupleLaw) -> np.ndarray:
+def sampler_tuple_law(tuples: block_draws.TupleLaw) -> np.ndarray:
     """π'_t of the sampler from its integer weights (exact integers; the quotients in long double)."""
     m = tuples.size
     first = np.diff(np.concatenate([[0], tuples.first_cum])).astype(np.longdouble) / tuples.first_cum[-1]
@@ -157,7 +169,7 @@ def test_tuple_law_is_within_rho_of_the_exact_tilt(size):
     in long double, ρ close to 1, and π' not far above π either; unequal site variances, so a uniform or
     site-by-site law would be far off."""
     factor = np.linalg.cholesky(np.diag(np.linspace(0.3, 2.0, size)) + 0.4 * np.ones((size, size)))
-    tuples = block_law.TupleLaw(factor)
+    tuples = block_draws.TupleLaw(factor)
     exact = exact_tuple_law(factor)
     drawn = sampler_tuple_law(tuples)
     ratio = drawn / exact
@@ -171,7 +183,7 @@ def test_tuple_draws_have_the_tuple_law():
     """:meth:`TupleLaw.draw`: 10^6 tuples on [3]^4 (81 cells) against π' (the counts within 5 standard errors), and
     the draws in their own order i.i.d.: the first half's and the second half's frequencies agree alike."""
     factor = np.linalg.cholesky(np.diag([0.3, 1.0, 2.0]) + 0.4)
-    tuples = block_law.TupleLaw(factor)
+    tuples = block_draws.TupleLaw(factor)
     law = sampler_tuple_law(tuples).ravel().astype(float)
     picked = tuples.draw(np.random.default_rng(3), 1_000_000)
     codes = ((picked[:, 0] * 3 + picked[:, 1]) * 3 + picked[:, 2]) * 3 + picked[:, 3]
@@ -184,26 +196,30 @@ def test_tuple_draws_have_the_tuple_law():
 
 @pytest.mark.parametrize("kind", ["block", "unequal"])
 def test_tilted_draws_give_the_plain_survival(kind):
-    """Step 4's change of measure: E_q'[1{S > s} K/S^4] from the order-4 tilted draws (K = E[S^4]/ρ) is within
+    """Step 4's change of measure: E_q'[1{S > s} κ/S^4] from the order-4 tilted draws (κ = E[S^4]/ρ) is within
     ρ of P(S > s) from plain ones, within CLT limits (5 standard errors of the difference), where the same values
-    on untilted draws fall short by far; the tilted UCBs lie above the plain reference. Two factors: a block of the
-    split (nearly stationary) and one with unequal site variances, where a wrong tuple law would show."""
+    on untilted draws are off by more than 5 of them; the tilted UCBs lie above the plain reference. Two factors:
+    a block of the split (nearly stationary) and one with unequal site variances, where a wrong tuple law would
+    show."""
     factor = drawn_factor(one_participation(128, 32, 1.0)) if kind == "block" else UNEQUAL
-    tuples = block_law.TupleLaw(factor)
+    tuples = block_draws.TupleLaw(factor)
     weight = block_law.block_moments(block_law.raised_covariance(factor), (4,))[4] / tuples.rho
-    plain, rel_p = block_law.draw_means(factor, 400_000, seed=21)
-    tilted, rel_t = block_law.draw_means(factor, 400_000, seed=21, tuples=tuples)
+    plain, rel_p = block_draws.draw_means(factor, 400_000, seed=21)
+    tilted, rel_t = block_draws.draw_means(factor, 400_000, seed=21, tuples=tuples)
     assert rel_p < 1e-12 and rel_t < 1e-12
     assert tilted.mean() > 1.5 * plain.mean()  # the tilt moves the law
-    for s in (1.5, 2.0, 3.0):
+    # where BlockLawBound takes the tilted draws (s^4 > κ: beyond 18 for the block, 6 for the unequal factor) and
+    # below it
+    for s in ((1.5, 3.0, 20.0, 30.0) if kind == "block" else (1.5, 3.0, 6.0, 10.0)):
+        assert (weight / s**4 < 1.0) == (s > 10.0 if kind == "block" else s > 5.0)
         frac = plain > s
         values = np.where(tilted > s, weight / tilted**4, 0.0)
         untilted = np.where(plain > s, weight / plain**4, 0.0)
         err = math.sqrt(frac.var() / frac.size + values.var() / values.size)
         assert abs(values.mean() - frac.mean()) < 5 * err
-        assert abs(untilted.mean() - frac.mean()) > 10 * err  # the values alone, without the tilt, are not it
+        assert abs(untilted.mean() - frac.mean()) > 5 * err  # the values alone, without the tilt, are not it
     grid = np.array([1.5, 2.0, 3.0, 4.0, 6.0, 8.0, 20.0, 30.0])
-    ucb = block_law.tilted_survival_ucbs(tilted, rel_t, grid, 0.01 / grid.size, weight)
+    ucb = block_draws.tilted_survival_ucbs(tilted, rel_t, grid, 0.01 / grid.size, weight)
     ref = np.array([(plain > s).mean() for s in grid])
     assert np.all(ucb >= ref - 4.0 * np.sqrt(ref * (1 - ref) / plain.size))
     used = weight / grid**4 < 1.0  # where BlockLawBound takes them (their range below the plain draws')
@@ -217,9 +233,9 @@ def test_tilted_means_within_their_two_sided_error_of_extended_precision():
 
     factor = drawn_factor(one_participation(128, 32, 1.0))
     size = factor.shape[0]
-    tuples = block_law.TupleLaw(factor)
-    means, rel = block_law.draw_means(factor, 4096, seed=5, tuples=tuples)
-    rng = stream_generator(5, block_law.TILTED_STREAM_KEY)
+    tuples = block_draws.TupleLaw(factor)
+    means, rel = block_draws.draw_means(factor, 4096, seed=5, tuples=tuples)
+    rng = stream_generator(5, block_draws.TILTED_STREAM_KEY)
     picked = tuples.draw(rng, 4096)
     z = rng.standard_normal((4096, size)).astype(np.longdouble) + factor[picked].sum(axis=1, dtype=np.longdouble)
     f = factor.astype(np.longdouble)
@@ -229,10 +245,31 @@ def test_tilted_means_within_their_two_sided_error_of_extended_precision():
     assert float(np.max(np.abs(ratio - 1))) > 0.0  # the float computation does round
 
 
-def test_tuple_law_refuses_weights_out_of_range():
-    with pytest.raises(ValueError, match="normal floating-point range"):
-        with np.errstate(over="ignore"):
-            block_law.TupleLaw(np.diag([1.0, 30.0]))  # e^{6·900} overflows
+def test_tuple_law_refuses_weights_out_of_range_and_the_bound_falls_back_to_plain_draws(monkeypatch):
+    with pytest.raises(ValueError, match="within ±100"):
+        block_draws.TupleLaw(np.diag([1.0, 30.0]))  # e^{6·900} would overflow
+    pair = one_participation(128, 32, 1.0)
+    monkeypatch.setattr(block_draws, "MAX_LOG_WEIGHT", 1e-3)
+    block_law.tilt_plan.cache_clear()
+    try:
+        tuples, weight, tilted = block_law.tilt_plan(pair)
+        assert tuples is None and not np.any(tilted)
+        bound = block_law.BlockLawBound(pair, 1000, 0, 0.01)  # all draws plain
+        assert np.all(np.isfinite(bound.survival)) and bound.upper(np.array([1.0]))[0] < 1.0
+    finally:
+        block_law.tilt_plan.cache_clear()
+
+
+def test_locate_gives_each_cell_exactly_its_integers():
+    """A uniform integer r < Σ ω lands in cell i exactly when cum[i-1] <= r < cum[i]: each cell's first and last
+    integer, with cells of one integer among them (ω = 1, the smallest weight the sampler forms)."""
+    omega = np.array([1, 3, 1, 1, 5, 1], dtype=np.int64)
+    cum = np.cumsum(omega)
+    first = np.concatenate([[0], cum[:-1]])
+    assert np.array_equal(block_draws.TupleLaw.locate(cum, first), np.arange(omega.size))
+    assert np.array_equal(block_draws.TupleLaw.locate(cum, cum - 1), np.arange(omega.size))
+    counts = np.bincount(block_draws.TupleLaw.locate(cum, np.arange(cum[-1])), minlength=omega.size)
+    assert np.array_equal(counts, omega)
 
 
 def test_remove_bound_lies_above_an_independent_naive_estimate():
@@ -265,7 +302,7 @@ def test_the_law_y_dominates_the_survival_bound_and_fresh_draws():
         for s in (grid[j], np.nextafter(grid[j + 1], 0.0)):
             assert y_above(s) >= survival[j] * (1.0 - 1e-12)
     assert law.values[0] == grid[0] and abs(law.mass + 0.0 - 1.0) < 1e-9
-    fresh, _ = block_law.draw_means(drawn_factor(pair), 200_000, seed=99)
+    fresh, _ = block_draws.draw_means(drawn_factor(pair), 200_000, seed=99)
     for s in (0.5, 1.0, 2.0, 4.0, 8.0):
         frac = float(np.mean(fresh > s))
         assert y_above(s) >= frac - 4.0 * math.sqrt(frac * (1 - frac) / fresh.size)
@@ -290,6 +327,58 @@ def test_the_bound_never_claims_add():
         bound._bracket.delta_side(np.array([0.5]), "add", "upper")
     with pytest.raises(ValueError, match="δ_remove from above only"):
         bound._bracket.delta_side(np.array([0.5]), "remove", "lower")
+
+
+def test_add_bound_lies_above_an_independent_naive_estimate():
+    pair = one_participation(128, 32, 1.0)
+    bound = block_law.BlockLawAddBound(pair, 2000, 0, 0.01)
+    assert bound.blocks == 4
+    eps = np.array([0.1, 0.2, 0.4, 0.6])
+    est, err = naive_add(pair, 32, eps, 200_000, 13)
+    upper = bound.upper(eps)
+    assert np.all(np.diff(upper) <= 0.0)
+    assert np.all(upper >= est - 4 * err)
+    big = est > 1e-3
+    assert big.any() and np.all(upper[big] <= 20 * est[big])  # and it says something
+
+
+def test_the_law_below_lies_below_the_block_mean_and_is_refused_for_remove():
+    """Step 5': P(Y_low > s) = L_{j+1} on [s_j, s_{j+1}) lies at or below the survival of fresh draws of the block
+    mean (another seed) within their sampling error, and close to it; its atoms are 0 and the grid, its masses
+    sum to 1 (up to their rounding up); the ADD bracket refuses REMOVE and the lower side."""
+    pair = one_participation(128, 32, 1.0)
+    bound = block_law.BlockLawAddBound(pair, 1000, 0, 0.01)
+    law = bound._bracket._base
+    assert law.values[0] == 0.0 and np.array_equal(law.values[1:], bound.grid)
+    assert abs(float(law.masses.sum()) - 1.0) < 1e-9 and np.all(law.masses >= 0.0)
+    fresh, _ = block_draws.draw_means(drawn_factor(pair), 200_000, seed=98)
+    for s in (0.3, 0.5, 1.0, 2.0, 4.0):
+        y_above = float(law.masses[law.values > s].sum())
+        frac = float(np.mean(fresh > s))
+        sd = math.sqrt(frac * (1 - frac) / fresh.size)
+        assert frac + 4.0 * sd >= y_above >= frac - 0.02
+    with pytest.raises(ValueError, match="δ_add from above only"):
+        bound._bracket.delta_side(np.array([0.5]), "remove", "upper")
+    with pytest.raises(ValueError, match="δ_add from above only"):
+        bound._bracket.delta_side(np.array([0.5]), "add", "lower")
+
+
+def test_rows_take_the_smaller_add_bound_and_name_it():
+    from epscert import Accountant
+
+    n = 128
+    # ADD alone: with REMOVE in the run the ADD side bounds are formed only where the line's UCB could bind
+    acc = Accountant(noise_multiplier=1.0, strategy=toeplitz_strategy(np.array(binomial_c_col(32)), n),
+                     cycle_length=n, samples=2000, direction="add")
+    acc.get_delta(0.3)
+    rows = acc.last_table.to_pylist()
+    add = [r for r in rows if r["direction"] == "add" and r["bound"] and "block_law" in r["bound"]
+           and "decoupled_chernoff" in r["bound"]]
+    assert add, [(r["direction"], r["bound"]) for r in rows]
+    pair = one_participation(n, 32, 1.0)
+    est, err = naive_add(pair, 32, np.array([0.3]), 100_000, 14)
+    for row in add:
+        assert row["delta_upper"] >= est[0] - 4 * err[0]
 
 
 def test_rows_take_the_smaller_remove_bound_and_name_it():
@@ -318,11 +407,26 @@ def test_survival_ucbs_cover_over_seeds():
     pair = one_participation(128, 32, 1.0)
     band, blocks = band_and_blocks(pair.gram, pair.sigma)
     factor = block_law.dominating_factor(block_law.dominating_covariance(*block_law.split_blocks(band, blocks)))
-    ref, _ = block_law.draw_means(factor, 4_000_000, seed=12345)
+    ref, _ = block_draws.draw_means(factor, 4_000_000, seed=12345)
     grid = block_law.survival_grid()
     frac = (ref.size - np.searchsorted(ref, grid, side="right")) / ref.size
     floor = frac - 4.0 * np.sqrt(frac * (1.0 - frac) / ref.size)
     misses = sum(bool(np.any(block_law.BlockLawBound(pair, 1000, seed, 0.1).survival < floor)) for seed in range(20))
+    assert misses <= 5
+
+
+@pytest.mark.slow
+def test_survival_lcbs_cover_over_seeds():
+    """Step 4''s coverage: over 20 seeds at β = 0.1, the number of runs in which some L_j lies above the survival of a
+    4·10^6-draw reference (plus 4 of its standard errors) is at most 5 (false failure <= P(Bin(20, 0.1) >= 6)
+    ≈ 0.011). The seeds' plain draws are the REMOVE bound's too (one cache entry each)."""
+    pair = one_participation(128, 32, 1.0)
+    ref, _ = block_draws.draw_means(drawn_factor(pair), 4_000_000, seed=12346)
+    grid = block_law.survival_grid()
+    frac = (ref.size - np.searchsorted(ref, grid, side="right")) / ref.size
+    ceiling = frac + 4.0 * np.sqrt(frac * (1.0 - frac) / ref.size)
+    misses = sum(bool(np.any(block_law.BlockLawAddBound(pair, 1000, seed, 0.1).survival > ceiling))
+                 for seed in range(20))
     assert misses <= 5
 
 
