@@ -148,8 +148,8 @@ def tilted_survival_ucbs(means: np.ndarray, rel: float, grid: np.ndarray, share:
     two-sided). The computed mean of those is raised past its rounding: 1/Ŝ^4 (a quotient and two squarings) within
     γ_7, the suffix sums of positive terms over the sorted draws within γ_N, together within γ_{N+8}, covered by
     1 + 2γ_{N+8} >= 1/(1 - γ_{N+8}); (1 + r)^4, the products by it and by κ and the raising factors, about ten
-    roundings, by the factor 1 + 16u; a value below the normal range (Ŝ > 2^255) by an absolute 2^-1070 on the
-    mean. It is then at least the exact values' mean; the KL–Chernoff UCB, increasing in the mean, at scale
+    roundings, by the factor 1 + 16u; a value below the normal range (Ŝ > 2^255) by an absolute 2^-1074 per value
+    before the raise. It is then at least the exact values' mean; the KL–Chernoff UCB, increasing in the mean, at scale
     fl(κ/s^4) raised by 8 ulps, at ``share`` each. (Not the raised values themselves: r depends on all the draws,
     so those are not i.i.d.)"""
     count = means.size
@@ -163,6 +163,6 @@ def tilted_survival_ucbs(means: np.ndarray, rel: float, grid: np.ndarray, share:
     out = np.empty(grid.size)
     for j, s in enumerate(grid):
         scale = weight / float(s) ** 4 * (1.0 + 8.0 * UNIT_ROUNDOFF)
-        mean = min(float(suffix[start[j]]) * raise_sum / count + 2.0**-1070, scale)
+        mean = min((float(suffix[start[j]]) + count * 2.0**-1074) * raise_sum / count, scale)
         out[j] = kl_ucb(mean, count, share, scale=scale)
     return out

@@ -388,6 +388,7 @@ def tilt_plan(pair) -> tuple[TupleLaw | None, float, np.ndarray]:
     weight = low[TILT_ORDER] / tuples.rho * (1.0 + 2.0 * UNIT_ROUNDOFF)
     with np.errstate(over="ignore"):
         tilted = weight / survival_grid() ** TILT_ORDER < 1.0  # the tilted values' range below the plain ones'
+    tilted.flags.writeable = False  # cached and shared: read only
     return tuples, weight, tilted
 
 
@@ -395,7 +396,9 @@ def tilt_plan(pair) -> tuple[TupleLaw | None, float, np.ndarray]:
 def plain_means(pair, draws: int, seed: int) -> tuple[np.ndarray, float]:
     """The plain draws of step 4 (:func:`draw_means` of the dominating factor), shared by the REMOVE and the ADD
     bound of the same run (each holds at its own β; the union bound needs no independence)."""
-    return draw_means(dominating_law(pair)[2], draws, seed)
+    means, rel = draw_means(dominating_law(pair)[2], draws, seed)
+    means.flags.writeable = False  # cached and shared by both bounds: read only
+    return means, rel
 
 
 class BlockLawAddBound:

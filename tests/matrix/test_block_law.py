@@ -363,6 +363,67 @@ def test_the_law_below_lies_below_the_block_mean_and_is_refused_for_remove():
         bound._bracket.delta_side(np.array([0.5]), "add", "lower")
 
 
+def test_add_lcbs_lie_below_the_draws_own_fractions():
+    """Step 4' without chance: every L_j is at most the plain draws' own fraction above s_j, and at least one
+    standard error below it where that fraction is in (0.01, 0.99) (an LCB at β/K, not the empirical value)."""
+    pair = one_participation(128, 32, 1.0)
+    bound = block_law.BlockLawAddBound(pair, 1000, 0, 0.01)
+    plain = block_law.plain_count(bound.draws, block_law.tilt_plan(pair)[2])
+    means, _ = block_law.plain_means(pair, plain, 0)
+    frac = (means.size - np.searchsorted(means, bound.grid, side="right")) / means.size
+    assert np.all(bound.survival <= frac)
+    inside = (frac > 0.01) & (frac < 0.99)
+    sd = np.sqrt(frac * (1.0 - frac) / means.size)
+    assert inside.sum() > 100 and np.all(frac[inside] - bound.survival[inside] >= sd[inside])
+
+
+def test_add_chain_lies_above_the_exact_mean_of_four_copies():
+    """Step 6': with J = 4 the law of the mean of four i.i.d. copies of Y_low is computed exactly here (all pairs of
+    pair sums, long double): the chain's upper value lies above E(1 - e^ε mean)_+ and within 1% of it."""
+    pair = one_participation(128, 32, 1.0)
+    bound = block_law.BlockLawAddBound(pair, 2000, 0, 0.01)
+    assert bound.blocks == 4
+    law = bound._bracket._base
+    x, w = law.values.astype(np.longdouble), law.masses.astype(np.longdouble)
+    pairs = (x[:, None] + x[None, :]).ravel()
+    mass = (w[:, None] * w[None, :]).ravel()
+    order = np.argsort(pairs, kind="stable")
+    pairs, mass = pairs[order], mass[order]
+    cum_mass = np.concatenate([[0], np.cumsum(mass)])
+    cum_moment = np.concatenate([[0], np.cumsum(mass * pairs)])
+    eps = np.array([0.2, 0.6, 1.0, 1.4, 1.8])
+    upper = bound.upper(eps)
+    for e, up in zip(eps, upper):
+        k = np.longdouble(math.exp(e))
+        below = pairs < 4 / k
+        idx = np.searchsorted(pairs, 4 / k - pairs[below], side="left")  # the other pair sum v < 4/K - u
+        exact = float(np.sum(mass[below] * (cum_mass[idx] * (1 - k * pairs[below] / 4) - k / 4 * cum_moment[idx])))
+        assert exact > 0.0 and exact <= up <= 1.01 * exact
+
+
+def test_rows_give_the_add_side_bounds_their_shares_of_beta(monkeypatch):
+    """Where the block law applies, ADD's line UCB keeps β/2 and the decoupled and the block-law bound get β/4 each
+    (recorded from the calls)."""
+    from epscert import Accountant
+    from epscert.results import rows as rows_module
+
+    seen = {}
+
+    def recording(name, original):
+        def call(pair, samples, seed, error_prob):
+            seen[name] = error_prob
+            return original(pair, samples, seed, error_prob)
+        return call
+
+    monkeypatch.setattr(rows_module, "add_bound", recording("decoupled", rows_module.add_bound))
+    monkeypatch.setattr(rows_module, "add_law_bound", recording("law", rows_module.add_law_bound))
+    n = 128
+    acc = Accountant(noise_multiplier=1.0, strategy=toeplitz_strategy(np.array(binomial_c_col(32)), n),
+                     cycle_length=n, samples=1000, direction="add", error_prob=0.01)
+    acc.get_delta(0.3)
+    assert seen == {"decoupled": 0.01 / 4, "law": 0.01 / 4}
+
+
 def test_rows_take_the_smaller_add_bound_and_name_it():
     from epscert import Accountant
 
