@@ -541,25 +541,24 @@ def applies(pair) -> bool:
     return c * float(markov(np.array([c]), law[3])[0]) <= TAIL_CEILING
 
 
-@functools.lru_cache(maxsize=8)
-def add_law_bound(pair, samples: int, seed: int, error_prob: float) -> BlockLawAddBound | None:
-    """The (cached) ADD bound of one pair, sample count, seed and β, or None where the block law does not apply or
-    fails on the way (the caller's other bounds, still at their shares of β, stand alone)."""
+def _formed(kind, pair, samples: int, seed: int, error_prob: float):
+    """``kind(pair, ..)``, or None where the block law does not apply or the bound fails on the way (a numerical
+    failure after :func:`applies`: the caller's other bounds, still at their shares of β, stand alone)."""
     if not applies(pair):
         return None
     try:
-        return BlockLawAddBound(pair, samples, seed, error_prob)
+        return kind(pair, samples, seed, error_prob)
     except (linalg.LinAlgError, ValueError, FloatingPointError):
         return None
+
+
+@functools.lru_cache(maxsize=8)
+def add_law_bound(pair, samples: int, seed: int, error_prob: float) -> BlockLawAddBound | None:
+    """The (cached) ADD bound of one pair, sample count, seed and β, or None (:func:`_formed`)."""
+    return _formed(BlockLawAddBound, pair, samples, seed, error_prob)
 
 
 @functools.lru_cache(maxsize=8)
 def remove_bound(pair, samples: int, seed: int, error_prob: float) -> BlockLawBound | None:
-    """The (cached) bound of one pair, sample count, seed and β, or None where it does not apply or fails on the way
-    (a numerical failure after :func:`applies`: the caller's other bound, still at its share of β, stands alone)."""
-    if not applies(pair):
-        return None
-    try:
-        return BlockLawBound(pair, samples, seed, error_prob)
-    except (linalg.LinAlgError, ValueError, FloatingPointError):
-        return None
+    """The (cached) REMOVE bound of one pair, sample count, seed and β, or None (:func:`_formed`)."""
+    return _formed(BlockLawBound, pair, samples, seed, error_prob)
