@@ -308,45 +308,26 @@ def markov(s: np.ndarray, moments: dict[int, float]) -> np.ndarray:
         return np.min([mp / s**p for p, mp in moments.items()], axis=0) * (1.0 + (4 + max(moments)) * UNIT_ROUNDOFF)
 
 
-class _DominatingLawBracket(AllocationBracket):
-    """The upper chain of step 6 (REMOVE only): J copies of Y·1{Y <= c} and the cap terms of Y."""
+class _BlockLawBracket(AllocationBracket):
+    """The upper chain of step 6 (REMOVE: J copies of Y·1{Y <= c} and the cap terms of Y) or 6' (ADD: J copies of
+    Y_low, which has no mass above c, so its cap is 0); only that direction's upper side is given."""
 
-    def __init__(self, law: CellLaw, sigma: float, steps: int, remove_cap: float):
+    def __init__(self, law: CellLaw, sigma: float, steps: int, part: Direction, cap: float):
         super().__init__(sigma, steps, 1)  # settings (cells, shape) from the block's largest variance; T = J
         self._base = law
-        self.caps = {"remove": remove_cap, "add": remove_cap}  # ADD is refused (_side)
+        self._part = part
+        self.caps = {"remove": cap, "add": cap}  # the other direction is refused (_side)
 
     def law(self, chain: str) -> ChainLaw:
         if chain != "upper":
-            raise ValueError("the dominating law gives an upper chain only")
+            raise ValueError("the block law gives an upper chain only")
         st = self.settings
-        base = ChainLaw(self._base, 0.0, 0.0)  # Y is defined by these atoms and masses (step 5): no allowance
+        base = ChainLaw(self._base, 0.0, 0.0)  # Y (Y_low) is defined by these atoms and masses: no allowance
         return mean_of_steps(base, self.steps, "upper", cells=st["cells"], tau=st["tau"], shape=st["shape"])
 
     def _side(self, eps, part, side):
-        if part is not Direction.REMOVE or side != "upper":
-            raise ValueError("the dominating law bounds δ_remove from above only")
-        return super()._side(eps, part, side)
-
-
-class _LowLawBracket(AllocationBracket):
-    """The upper chain of step 6' (ADD only): J copies of Y_low, which has no mass above c (no cap term)."""
-
-    def __init__(self, law: CellLaw, sigma: float, steps: int):
-        super().__init__(sigma, steps, 1)  # settings (cells, shape) from the block's largest variance; T = J
-        self._base = law
-        self.caps = {"remove": 0.0, "add": 0.0}  # REMOVE is refused (_side)
-
-    def law(self, chain: str) -> ChainLaw:
-        if chain != "upper":
-            raise ValueError("the law below the block mean gives an upper chain only")
-        st = self.settings
-        base = ChainLaw(self._base, 0.0, 0.0)  # Y_low is defined by these atoms and masses (step 5'): no allowance
-        return mean_of_steps(base, self.steps, "upper", cells=st["cells"], tau=st["tau"], shape=st["shape"])
-
-    def _side(self, eps, part, side):
-        if part is not Direction.ADD or side != "upper":
-            raise ValueError("the law below the block mean bounds δ_add from above only")
+        if part is not self._part or side != "upper":
+            raise ValueError(f"the block law bounds δ_{self._part.value} from above only")
         return super()._side(eps, part, side)
 
 
@@ -424,7 +405,7 @@ class BlockLawAddBound:
         masses = -np.diff(np.concatenate([[1.0], bound, [0.0]])) * (1.0 + 4.0 * UNIT_ROUNDOFF)
         self.grid, self.survival = grid, bound
         sigma = max(1.0 / math.sqrt(float(np.max(np.diag(cov)))), BRACKET_MIN_SIGMA)
-        self._bracket = _LowLawBracket(CellLaw(values, masses), sigma, blocks)
+        self._bracket = _BlockLawBracket(CellLaw(values, masses), sigma, blocks, Direction.ADD, 0.0)
 
     def upper(self, epsilons) -> np.ndarray:
         """Upper bounds on δ_add(ε) (non-increasing in ε)."""
@@ -469,7 +450,7 @@ class BlockLawBound:
         self.mean = mean_y
         self.grid, self.survival, self.tail = grid, bound, tail  # P_j on the grid, P(Y > c) = P_K (benchmarks)
         sigma = max(1.0 / math.sqrt(float(np.max(np.diag(cov)))), BRACKET_MIN_SIGMA)
-        self._bracket = _DominatingLawBracket(CellLaw(values, masses), sigma, blocks, remove_cap)
+        self._bracket = _BlockLawBracket(CellLaw(values, masses), sigma, blocks, Direction.REMOVE, remove_cap)
 
     def upper(self, epsilons) -> np.ndarray:
         """Upper bounds on δ_remove(ε) (non-increasing in ε)."""
