@@ -5,8 +5,11 @@ Notation of :mod:`epscert.matrix.block_bound`: under Q, g ~ N(0, G) in R^b, W_k 
 and δ_remove(ε) = E_Q[(S - e^ε)_+]. That module puts each block's mean below a mixture of its sites' lognormals
 (Jensen), whose tail is far heavier than the block mean's: at n = b = 10^4 with 64 bands, σ = 2, its stop-loss at 8
 is 600 times the block mean's (``python -m benchmarks.matrix_block_law``). Here the block mean's own law is used.
-G banded in the natural order (G_jk = 0 for |j - k| > h), J >= 2 blocks of m = b/J >= h + 1 consecutive bins (J
-from :func:`~epscert.matrix.block_bound.block_count`, m <= ``MAX_SIZE``):
+G banded in the natural order (G_jk = 0 for |j - k| > h), formed where G's natural blocks
+(:func:`~epscert.matrix.block_bound.block_count`: the most blocks with b/J >= h + 1) have ``MIN_SIZE`` to ``MAX_SIZE``
+bins; the law's own J >= 2 blocks of m = b/J >= h + 1 consecutive bins are larger where b allows
+(:func:`law_block_count`, at most ``LAW_MAX_SIZE`` = 200 bins: fewer edges to inflate in step 1; any such J is
+sound):
 
 1. **Independent blocks.** The singular-vector split (:func:`~epscert.matrix.block_bound.svd_split_diagonal`, step
    1' there, formed here as whole m x m blocks): with K_e = U Σ Vᵀ + R_e each edge's cross block,
@@ -22,23 +25,28 @@ from :func:`~epscert.matrix.block_bound.block_count`, m <= ``MAX_SIZE``):
 3. **The law drawn.** F = chol(C + τ I) with F Fᵀ ⪰ C checked (``τ`` raised until it covers F's own backward error,
    as in :func:`~epscert.matrix.add_decoupled.decoupled_blocks`); S_F, the block mean under N(0, F Fᵀ), is ⪰_cx S_C.
 4. **Its survival function, bounded** (the draws in :mod:`epscert.matrix.block_draws`). N draws of S_F, half of
-   them plain and half tilted at order 4 (each kind its own stream of the user's seed; all plain where no grid
-   point takes tilted ones), and κ >= E[S_F^4]/ρ (below). At each of the K grid points s_j, one UCB at β/K
-   (Bonferroni); which one is fixed before any draw (:func:`tilt_plan`: the tilted values' range κ/s_j^4 below
-   the plain ones' 1; all plain where the tuple law cannot be formed):
+   them plain and half tilted at order 4 and power a (each kind its own stream of the user's seed; all plain where no
+   grid point takes tilted ones), and κ >= E[M_a^4]/ρ (below; M_a = (1/m) Σ_k W_k^a). At each of the K grid points
+   s_j, one UCB at β/K (Bonferroni); which one is fixed before any draw (:func:`tilt_plan`: a from (1, 1.5) by the
+   exact moments, the tilted values' range κ/s_j^{4a} below the plain ones' 1; all plain where the tuple law cannot
+   be formed):
    - plain: the KL–Chernoff UCB of the count of plain computed means above s_j/(1 + r) (r bounds the relative
      error of a computed mean, so every exact mean above s_j is counted: the count is at least that of the exact
      indicators, which are i.i.d., and the UCB increases in it);
-   - tilted: z = g + u_t, g ~ N(0, I), u_t = w_{k_1} + .. + w_{k_4} (w_k = F's row k, x = F z, x_k = w_kᵀz), the
-     tuple t = (k_1, .., k_4) from a law π' (:class:`TupleLaw`). The density of N(u_t, I) against N(0, I) is
-     exp(u_tᵀz - |u_t|²/2) = W_t e^{-c_t}, W_t = Π_i W_{k_i}, c_t = Σ_{i<j} Σ_{k_i k_j} (Σ = F Fᵀ), and
-     E[W_t] = e^{c_t}: so with Z = Σ_t e^{c_t} = m^4 E[S_F^4], the order-4 tilt S^4 p/E[S^4] is the mixture with
-     weights π_t = e^{c_t}/Z, and π'_t >= ρ π_t for every t gives dq'/dp = Σ_t π'_t W_t e^{-c_t} >= ρ S^4/E[S^4].
-     Then P(S_F > s) = E_q'[1{S > s} dp/dq']: exact values i.i.d. in [0, κ/s^4], the KL–Chernoff UCB at that scale
-     of a computed mean at least theirs (:func:`tilted_survival_ucbs`). Under q' the tail is heavier by S^4, so at
-     n = b = 10^4, 64 bands, σ = 2 the bound at s = 30 is 1.4·10⁻¹⁰ (the order-1 tilt, x ~ (1/m) Σ_k N(Σ e_k, Σ),
-     gave 9.3·10⁻⁸ there, the order-6 Markov bound 9.5·10⁻⁸) and at s = 70 5.7·10⁻¹³ (5.9·10⁻¹⁰).
-   And P(S > s) <= E[S_F^p]/s^p (Markov) with E[S_F^p], p = 2..6, computed exactly (:func:`block_moments`) from
+   - tilted: z = g + a u_t, g ~ N(0, I), u_t = w_{k_1} + .. + w_{k_4} (w_k = F's row k, x = F z, x_k = w_kᵀz), the
+     tuple t = (k_1, .., k_4) from a law π' (:class:`~epscert.matrix.block_draws.TupleLaw`). The density of
+     N(a u_t, I) against N(0, I) is exp(a u_tᵀz - a²|u_t|²/2) = W_t^a e^{-γ_t}, W_t^a = Π_i W_{k_i}^a (as
+     a u_tᵀz = a Σ_i x_{k_i}), γ_t = a² c_t + (a² - a)/2 Σ_i v_{k_i}, c_t = Σ_{i<j} Σ_{k_i k_j} (Σ = F Fᵀ, v its
+     diagonal; |u_t|² = Σ_i v_{k_i} + 2 c_t), and E[W_t^a] = e^{γ_t}: so with Z = Σ_t e^{γ_t} = m^4 E[M_a^4], the
+     mixture with weights π_t = e^{γ_t}/Z has density Σ_t W_t^a / Z = M_a^4/E[M_a^4] against the plain law, and
+     π'_t >= ρ π_t for every t gives dq'/dp = Σ_t π'_t W_t^a e^{-γ_t} >= ρ M_a^4/E[M_a^4]. Then
+     P(S_F > s) = E_q'[1{S > s} dp/dq'], with 1{S > s} dp/dq' <= 1{S > s} κ/M_a^4 <= κ/s^{4a} as M_a >= S^a (the
+     power mean, a >= 1): exact values i.i.d. in [0, κ/s^{4a}], the KL–Chernoff UCB at that scale of a computed mean
+     at least theirs (:func:`~epscert.matrix.block_draws.tilted_survival_ucbs`). At a = 1 this is the order-4 tilt
+     S^4 p/E[S^4]. Under q' the tail is heavier by M_a^4, so the floor falls like s^{-4a}: at n = b = 10^4, 64 bands,
+     σ = 2 (blocks of 200, a = 1.5) ε_remove(10⁻¹⁰) <= 0.292, where a = 1 gave 0.574 from the same draws' budget
+     (with blocks of 80 and a = 1: 0.317; the order-1 tilt of an earlier version, x ~ (1/m) Σ_k N(Σ e_k, Σ), 0.866).
+   And P(S > s) <= E[S_F^p]/s^p (Markov) with E[S_F^p], p = 2..4, computed exactly (:func:`block_moments`) from
    F Fᵀ's entries raised by their rounding bound (every moment increases in every entry). P_j, the smallest of
    these and 1, made non-increasing from the left (a survival function is), holds for every j at once with
    probability >= 1 - β.
@@ -75,15 +83,15 @@ The plain draws are shared with the REMOVE bound of the same run; each bound hol
 needs no independence. The bound is formed only where it can help (:func:`applies`, deterministic: the moments of
 order <= 4 must put the tail beyond c below 10^-5).
 
-Every step but 4 is deterministic; 4 holds with probability >= 1 - β. At n = b = 10^4, 64 bands, σ = 2 (125 blocks
-of 80, 10^7 draws, 29 CPU s on one core) it certifies, for REMOVE at β = 0.0025, ε(10⁻⁶) <= 0.198, ε(10⁻⁸) <= 0.251
-and ε(10⁻¹⁰) <= 0.317, where the mixture bound gives 0.563, 1.042 and 1.649 (``python -m benchmarks.matrix_block_law``),
-the order-1 tilt gave 0.214, 0.444 and 0.866 (its order-6 Markov tail binding at 10⁻⁸ and 10⁻¹⁰), and the block's
-empirical law with no error terms at all, the limit of this route, gives 0.194, 0.246 and 0.290. For ADD at β/4 it
-certifies ε(10⁻⁶) <= 0.194, ε(10⁻⁸) <= 0.243 and ε(10⁻¹⁰) <= 0.284 (11 CPU s; the same draws' empirical law gives
-0.192, 0.241 and 0.282), where the decoupled Chernoff bound of :mod:`epscert.matrix.add_decoupled` gives 0.21,
-0.265 and 0.313 in 50 CPU s. What it leaves is mostly the split into independent blocks: 0.194 against the
-conditional estimator's 0.178 for G itself.
+Every step but 4 is deterministic; 4 holds with probability >= 1 - β. At n = b = 10^4, 64 bands, σ = 2 (50 blocks
+of 200, 3.2·10⁶ draws, about 31 CPU s on one core) it certifies, for REMOVE at β = 0.0025, ε(10⁻⁶) <= 0.191,
+ε(10⁻⁸) <= 0.241 and ε(10⁻¹⁰) <= 0.292, where the mixture bound gives 0.563, 1.042 and 1.649
+(``python -m benchmarks.matrix_block_law``), blocks of 80 with the order-4 tilt at a = 1 gave 0.198, 0.251 and
+0.317, and the empirical law of one block with no error terms at all, the limit of this route, gives 0.187, 0.236
+and 0.279 at blocks of 200 (0.194, 0.246 and 0.290 at blocks of 80). For ADD at β/4 it certifies ε(10⁻⁶) <= 0.189,
+ε(10⁻⁸) <= 0.236 and ε(10⁻¹⁰) <= 0.277 (under a CPU second beside REMOVE), where the decoupled Chernoff bound of
+:mod:`epscert.matrix.add_decoupled` gives 0.21, 0.265 and 0.313 in 50 CPU s. What it leaves is mostly the split into
+independent blocks: 0.187 against the conditional estimator's 0.178 for G itself.
 """
 
 from __future__ import annotations
@@ -100,28 +108,41 @@ from epscert.allocation.cells import CellLaw
 from epscert.bounds.kl import kl_lcb, kl_ucb
 from epscert.matrix.add_decoupled import UNIT_ROUNDOFF, gamma_n
 from epscert.matrix.block_bound import band_and_blocks, rounding_shift, unit_band, edge_splits
-from epscert.matrix.block_draws import TILT_ORDER, TupleLaw, draw_means, tilted_survival_ucbs
+from epscert.matrix.block_draws import (TILT_ORDER, TILT_POWER, TupleLaw, draw_means, draw_tilted, log_weights,
+                                        tilted_survival_ucbs)
 from epscert.names import Direction
 from epscert.support import BRACKET_MIN_SIGMA
 
-#: Largest block (the exact sixth moment costs about m^6 / 3 flops: 5 CPU s at m = 80)
+#: The bound is formed where G's natural blocks (:func:`~epscert.matrix.block_bound.block_count`, b/J >= h + 1)
+#: have MIN_SIZE to MAX_SIZE bins. Below MIN_SIZE a block's mean is too close to one site's lognormal for its law to
+#: beat the value estimators (n = b = 2000, 16 bands, σ = 1.2, blocks of 20: ε(10⁻⁶) <= 1.34 here, 0.461 from the
+#: REMOVE values); above MAX_SIZE (wide bands) it was not measured to help
 MAX_SIZE = 96
-#: Smallest block: below it a block's mean is too close to one site's lognormal for its law to beat the value
-#: estimators (n = b = 2000, 16 bands, σ = 1.2, blocks of 20: ε(10⁻⁶) <= 1.34 here, 0.461 from the REMOVE values)
 MIN_SIZE = 32
-#: Moments used for the far tail (p = 2..6), and the cheap ones that decide whether the bound is formed
-MOMENTS = (2, 3, 4, 5, 6)
-LOW_MOMENTS = (2, 3, 4)
+#: The law's own blocks (:func:`law_block_count`): the largest divisor m of b with m at least the natural block,
+#: at most LAW_MAX_SIZE and b/m >= LAW_MIN_BLOCKS. Larger blocks inflate fewer edges (the route's limit at
+#: n = b = 10^4, 64 bands, σ = 2: ε(10⁻⁶) ≈ 0.195 at blocks of 80, 0.187 at 200, 0.186 at 400), but cost m² per draw
+#: and m^4 for the tuple law, and few blocks lean on one block's far tail (blocks of 1000: 0.256)
+LAW_MAX_SIZE = 200
+LAW_MIN_BLOCKS = 4
+#: The point of the far tail at which the tilt's power is chosen (:func:`tilt_plan`): near where one block's mean
+#: binds at 10⁻¹⁰ at n = b = 10^4 (blocks of 200: the mean of 50 blocks at e^0.29 needs one at about 16)
+TILT_REFERENCE = 16.0
+#: Moments used for the far tail and to decide whether the bound is formed. The fifth and sixth (an earlier version)
+#: cost m^5 and m^6/3 flops; beside the tilted draws they hardly moved the bound at blocks of 80 (ε(10⁻⁸) <= 0.250
+#: with them, 0.251 without; the same at 10⁻⁶ and 0.317 against 0.318 at 10⁻¹⁰)
+MOMENTS = (2, 3, 4)
 #: The bound is formed only where c · min_{p <= 4} E[S_F^p]/c^p, the moments' floor under the cap's c · P(Y > c),
 #: is at most this (:func:`applies`): above every δ the tool certifies (1e-5 down), so nothing is lost there
 TAIL_CEILING = 1e-5
-#: Draws of one block per sample of the run, and their bounds (N m² flops: 6.4e10 is about 25 CPU s)
+#: Draws of one block per sample of the run, and their bounds (N m² flops: 1.28e11 is about 35 CPU s at m = 200,
+#: with the tuple law)
 DRAWS_PER_SAMPLE = 100
 MIN_DRAWS = 100_000
-MAX_FLOPS = 6.4e10
+MAX_FLOPS = 1.28e11
 #: Relative allowance of a computed moment: positive terms, each with at most 4m + 32 roundings (exp of a raised
-#: entry, products of 15 factors, inner products of m terms), summed over at most 10^6 terms: γ_{10^6 + 4m + 32}
-#: is below 1.2e-10 for m <= MAX_SIZE
+#: entry, products of at most 6 factors, inner products of m terms), summed over at most 10^6 terms (p <= 4: m² per
+#: inner sum, m(m + 1)/2 pairs): γ_{10^6 + 4m + 32} is below 1.2e-10 for m <= LAW_MAX_SIZE
 MOMENT_REL = 1e-9
 
 
@@ -259,20 +280,20 @@ def raised_covariance(factor: np.ndarray) -> np.ndarray:
 
 
 def block_moments(cov: np.ndarray, orders=MOMENTS) -> dict[int, float]:
-    """E[S^p] for p in ``MOMENTS``, S = (1/m) Σ_k exp(x_k - cov_kk/2), x ~ N(0, cov), raised by ``MOMENT_REL``:
-    E[S^p] = m^{-p} Σ_{k ∈ [m]^p} Π_{i<j} E_{k_i k_j}, E = exp(cov) entrywise (raised by 4 ulps), grouped by
-    sorted triples a (their multiplicity times w(a) = E_{a1a2} E_{a1a3} E_{a2a3}): with f_a = E_{a1,:} ∘ E_{a2,:} ∘
-    E_{a3,:}, p = 5 adds f_aᵀ E f_a and p = 6 the triangle sum tr((D_a E)^3), D_a = diag(f_a); p = 4 groups pairs
-    alike (f = E_{a1,:} ∘ E_{a2,:}, f ᵀ E f). All terms are positive (module constant ``MOMENT_REL``); one that
-    overflows is +inf, still an upper bound. Only ``orders`` (a subset of ``MOMENTS``) are returned; 5 and 6, the
-    costly ones, are computed only when asked for."""
+    """E[S^p] for p in ``orders`` (a subset of 2, 3, 4), S = (1/m) Σ_k exp(x_k - cov_kk/2), x ~ N(0, cov), raised by
+    ``MOMENT_REL``: E[S^p] = m^{-p} Σ_{k ∈ [m]^p} Π_{i<j} E_{k_i k_j}, E = exp(cov) entrywise (raised by 4 ulps),
+    p = 3 grouped by sorted triples (their multiplicity times E_{a1a2} E_{a1a3} E_{a2a3}), p = 4 by sorted pairs
+    (f = E_{a1,:} ∘ E_{a2,:}, their multiplicity times E_{a1a2} fᵀ E f). All terms are positive (module constant
+    ``MOMENT_REL``); one that overflows is +inf, still an upper bound."""
+    if not set(orders) <= set(MOMENTS):
+        raise ValueError(f"block_moments gives the orders {MOMENTS}, got {tuple(orders)}")
     with np.errstate(over="ignore", invalid="ignore"):
-        out = _raw_moments(cov, high=any(p > 4 for p in orders))
+        out = _raw_moments(cov)
     # a sum of positive terms that overflowed somewhere (inf, or nan from inf times an underflowed 0) is +inf
     return {p: (math.inf if math.isnan(out[p]) else out[p] * (1.0 + MOMENT_REL)) for p in orders}
 
 
-def _raw_moments(cov: np.ndarray, high: bool) -> dict[int, float]:
+def _raw_moments(cov: np.ndarray) -> dict[int, float]:
     m = cov.shape[0]
     e = np.exp(cov) * (1.0 + 4.0 * UNIT_ROUNDOFF)
     out = {2: float(e.sum()) / m**2}
@@ -280,24 +301,14 @@ def _raw_moments(cov: np.ndarray, high: bool) -> dict[int, float]:
     pair_mult = np.where(i == j, 1.0, 2.0)
     f2 = e[i] * e[j]
     out[4] = float(np.dot(pair_mult * e[i, j], np.einsum("ak,kl,al->a", f2, e, f2))) / m**4
-    a1, a2, a3 = (x.ravel() for x in np.meshgrid(np.arange(m), np.arange(m), np.arange(m), indexing="ij"))
-    keep = (a1 <= a2) & (a2 <= a3)
-    a1, a2, a3 = a1[keep], a2[keep], a3[keep]
-    distinct = 1 + (a1 != a2) + (a2 != a3)  # 1, 2 or 3 distinct values among sorted a1 <= a2 <= a3
-    mult = np.where(distinct == 3, 6.0, np.where(distinct == 2, 3.0, 1.0))
-    weight = mult * e[a1, a2] * e[a1, a3] * e[a2, a3]
-    out[3] = float(weight.sum()) / m**3
-    if not high:
-        return out
-    fifth = sixth = 0.0
-    for start in range(0, a1.size, 1024):
-        sl = slice(start, start + 1024)
-        f = e[a1[sl]] * e[a2[sl]] * e[a3[sl]]  # (B, m)
-        fifth += float(np.dot(weight[sl], np.einsum("ak,kl,al->a", f, e, f)))
-        de = f[:, :, None] * e[None, :, :]  # D_a E
-        sixth += float(np.dot(weight[sl], np.einsum("bij,bji->b", de @ de, de)))
-    out[5] = fifth / m**5
-    out[6] = sixth / m**6
+    third = 0.0
+    for a1 in range(m):  # sorted triples a1 <= a2 <= a3, one a1 at a time (m³/6 of them in all)
+        a2, a3 = np.triu_indices(m - a1)
+        a2, a3 = a2 + a1, a3 + a1
+        distinct = 1 + (a1 != a2) + (a2 != a3)
+        mult = np.where(distinct == 3, 6.0, np.where(distinct == 2, 3.0, 1.0))
+        third += float(np.dot(mult, e[a1, a2] * e[a1, a3] * e[a2, a3]))
+    out[3] = third / m**3
     return out
 
 
@@ -358,19 +369,37 @@ def plain_count(draws: int, tilted: np.ndarray) -> int:
 
 @functools.lru_cache(maxsize=8)
 def tilt_plan(pair) -> tuple[TupleLaw | None, float, np.ndarray]:
-    """(the tuple law, κ >= E[S_F^4]/ρ, the grid points that take the tilted draws) of step 4, all fixed before
-    any draw (the moment of order 4 is the exact one of :func:`dominating_law`); (None, inf, none) where the tuple
-    law cannot be formed."""
-    factor, low = dominating_law(pair)[2:]
+    """(the tuple law, κ >= E[M_a^4]/ρ, the grid points that take the tilted draws) of step 4, all fixed before any
+    draw; (None, inf, none) where the tuple law cannot be formed. The power a is the one of (1, ``TILT_POWER``)
+    whose upper moment E[M_a^4] (:func:`power_moment`) gives the smaller range E[M_a^4]/s^{4a} at s =
+    ``TILT_REFERENCE`` (deterministic; any a >= 1 is sound): at n = b = 10^4, 64 bands, σ = 2 (blocks of 200)
+    E[M_a^4] is 2.0 at a = 1 and 19 at 1.5, so 1.5; where the sites' log-variances are large (n = b = 128, 32 bands,
+    σ = 1: 1.1·10⁵ against 5·10¹⁹) it is 1."""
+    factor = dominating_law(pair)[2]
+    moments = {a: power_moment(factor, a) for a in (1.0, TILT_POWER)}
+    power = min(moments, key=lambda a: (moments[a] / TILT_REFERENCE ** (TILT_ORDER * a), a))
     try:
-        tuples = TupleLaw(factor)
-    except ValueError:  # the covariance's entries out of the tuple law's range: plain draws only
+        tuples = TupleLaw(factor, power)
+    except ValueError:  # the log-weights out of the tuple law's range: plain draws only
         return None, math.inf, np.zeros(survival_grid().size, dtype=bool)
-    weight = low[TILT_ORDER] / tuples.rho * (1.0 + 2.0 * UNIT_ROUNDOFF)
+    weight = moments[power] / tuples.rho * (1.0 + 2.0 * UNIT_ROUNDOFF)
     with np.errstate(over="ignore"):
-        tilted = weight / survival_grid() ** TILT_ORDER < 1.0  # the tilted values' range below the plain ones'
+        # the tilted values' range below the plain ones'
+        tilted = weight / survival_grid() ** (TILT_ORDER * power) < 1.0
     tilted.flags.writeable = False  # cached and shared: read only
     return tuples, weight, tilted
+
+
+def power_moment(factor: np.ndarray, power: float) -> float:
+    """An upper bound on E[M_a^4] = m^{-4} Σ_t e^{γ_t} (step 4; γ_t = Σ_{i<j} L_{k_i k_j}, L of
+    :func:`~epscert.matrix.block_draws.log_weights`): :func:`block_moments`' fourth moment of L̄ >= L entrywise (its
+    formula is m^{-4} Σ_t Π_{i<j} e^{L̄_{k_i k_j}} for any symmetric L̄, increasing in every entry), L̄ formed from
+    :func:`raised_covariance` (every entry, the diagonal v included, at least the exact one; L increases in each for
+    a >= 1) and raised by 8 ulps of its magnitude (its few roundings: the constants, two products and two sums) and
+    by 2^-1074."""
+    logw = log_weights(raised_covariance(factor), power)
+    raised = logw + 8.0 * UNIT_ROUNDOFF * np.abs(logw) + 2.0**-1074
+    return block_moments(raised, (4,))[4]
 
 
 @functools.lru_cache(maxsize=2)
@@ -435,8 +464,9 @@ class BlockLawBound:
         ucb[~tilted] = [kl_ucb(min(1.0, int(c) / plain_draws * (1.0 + 2.0 * UNIT_ROUNDOFF)), plain_draws, share)
                         for c in above]
         if np.any(tilted):
-            means, rel = draw_means(factor, self.draws - plain_draws, seed, tuples=tuples)
-            ucb[tilted] = tilted_survival_ucbs(means, rel, grid[tilted], share, weight)
+            means, powers, rel, rel_power = draw_tilted(factor, self.draws - plain_draws, seed, tuples)
+            ucb[tilted] = tilted_survival_ucbs(means, powers, rel, rel_power, grid[tilted], share, weight,
+                                               tuples.power)
         bound = np.minimum.accumulate(np.minimum(np.minimum(ucb, markov(grid, self.moments)), 1.0))
         # Y (step 5): P(Y > s) = 1 below s_1, P_j on [s_j, s_{j+1}), min(P_K, M(s)) from c = s_K on: atoms at s_j
         # with mass P_{j-1} - P_j (P_0 = 1), each rounded up (>= the exact one), the rest above c
@@ -490,13 +520,25 @@ def fits(pair) -> bool:
     return band is not None and MIN_SIZE <= band.shape[1] // blocks <= MAX_SIZE
 
 
+def law_block_count(bins: int, natural: int) -> int:
+    """J of the law (module constants ``LAW_MAX_SIZE``, ``LAW_MIN_BLOCKS``): b/m for the largest divisor m of b
+    with b/natural <= m <= LAW_MAX_SIZE and b/m >= LAW_MIN_BLOCKS; ``natural`` itself where there is none. Any J
+    with b/J >= h + 1 is sound (step 1); this only picks one, from b and h alone."""
+    low = bins // natural
+    for size in range(min(LAW_MAX_SIZE, bins // LAW_MIN_BLOCKS), low - 1, -1):
+        if bins % size == 0:
+            return bins // size
+    return natural
+
+
 @functools.lru_cache(maxsize=8)
 def dominating_law(pair) -> tuple[int, np.ndarray, np.ndarray, dict[int, float]] | None:
     """(J, C, F, E[S_F^p] for p <= 4) of steps 1-3 and 4's cheap moments, or None where the pair does not
     :func:`fits` or no factor is found (an SVD or a Cholesky factorisation fails)."""
     if not fits(pair):
         return None
-    band, blocks = band_and_blocks(pair.gram, pair.sigma)
+    band, natural = band_and_blocks(pair.gram, pair.sigma)
+    blocks = law_block_count(band.shape[1], natural)
     try:
         cov = dominating_covariance(*split_blocks(band, blocks))
         factor = dominating_factor(cov)
@@ -504,7 +546,7 @@ def dominating_law(pair) -> tuple[int, np.ndarray, np.ndarray, dict[int, float]]
         return None
     if not (np.all(np.isfinite(cov)) and np.all(np.isfinite(factor))):
         return None
-    return blocks, cov, factor, _moments(raised_covariance(factor).tobytes(), cov.shape[0], LOW_MOMENTS)
+    return blocks, cov, factor, _moments(raised_covariance(factor).tobytes(), cov.shape[0])
 
 
 def applies(pair) -> bool:
@@ -512,9 +554,8 @@ def applies(pair) -> bool:
     and its tail is light: c · min_{p <= 4} E[S_F^p]/c^p <= ``TAIL_CEILING``, c the survival grid's end. All of it
     is deterministic (no draw), so the split of β that rests on it (:mod:`epscert.results.rows`) is fixed in
     advance and sound whichever way it falls. Where the test fails the Markov tail from p <= 4 alone leaves the cap
-    term c · P(Y > c) of step 6 above every δ the tool certifies, and p = 5, 6 seldom move it by orders of magnitude
-    (at b = 192, 96 bands, σ = 0.5 E[S²] is 7e98); the values' UCB then keeps the whole β and the draws and the
-    costly moments are not made."""
+    term c · P(Y > c) of step 6 above every δ the tool certifies (at b = 192, 96 bands, σ = 0.5 E[S²] is 7e98);
+    the values' UCB then keeps the whole β and the draws are not made."""
     law = dominating_law(pair)
     if law is None:
         return False

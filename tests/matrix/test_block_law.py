@@ -134,19 +134,37 @@ def naive_remove(pair, bands: int, eps: np.ndarray, draws: int, seed: int, add: 
 
 
 def drawn_factor(pair):
-    band, blocks = band_and_blocks(pair.gram, pair.sigma)
+    band, natural = band_and_blocks(pair.gram, pair.sigma)
+    blocks = block_law.law_block_count(band.shape[1], natural)
     return block_law.dominating_factor(block_law.dominating_covariance(*block_law.split_blocks(band, blocks)))
 
 
-def exact_tuple_law(factor: np.ndarray) -> np.ndarray:
-    """π_t = e^{c_t}/Z over [m]^4 in long double (c_t = Σ_{i<j} Σ_{k_i k_j}, Σ = F Fᵀ), by brute force."""
+def exact_tuple_law(factor: np.ndarray, power: float = block_draws.TILT_POWER) -> np.ndarray:
+    """π_t = e^{γ_t}/Z over [m]^4 in long double, γ_t = a² c_t + (a² - a)/2 Σ_i v_{k_i} (c_t = Σ_{i<j} Σ_{k_i k_j},
+    Σ = F Fᵀ, v its diagonal), by brute force: the weight E[Π_i W_{k_i}^a] of each tuple, written out here from the
+    lognormal moments, not from the module's log-weights."""
     f = factor.astype(np.longdouble)
     cov = f @ f.T
     m = factor.shape[0]
     idx = np.indices((m,) * 4).reshape(4, -1)
     c = sum(cov[idx[i], idx[j]] for i, j in itertools.combinations(range(4), 2))
-    w = np.exp(c - c.max())
+    v = sum(cov[idx[i], idx[i]] for i in range(4))
+    a = np.longdouble(power)
+    gamma = a * a * c + (a * a - a) / 2 * v
+    w = np.exp(gamma - gamma.max())
     return (w / w.sum()).reshape((m,) * 4)
+
+
+def power_moment_brute(factor: np.ndarray, power: float) -> float:
+    """E[M_a^4] = m^{-4} Σ_t E[Π_i W_{k_i}^a] in long double over all tuples (E[Π W^a] = e^{γ_t})."""
+    f = factor.astype(np.longdouble)
+    cov = f @ f.T
+    m = factor.shape[0]
+    idx = np.indices((m,) * 4).reshape(4, -1)
+    c = sum(cov[idx[i], idx[j]] for i, j in itertools.combinations(range(4), 2))
+    v = sum(cov[idx[i], idx[i]] for i in range(4))
+    a = np.longdouble(power)
+    return float(np.exp(a * a * c + (a * a - a) / 2 * v).sum() / m**4)
 
 
 def sampler_tuple_law(tuples: block_draws.TupleLaw) -> np.ndarray:
@@ -163,19 +181,22 @@ def sampler_tuple_law(tuples: block_draws.TupleLaw) -> np.ndarray:
 UNEQUAL = np.linalg.cholesky(np.diag(np.linspace(0.2, 3.0, 32)) + 0.3)
 
 
-@pytest.mark.parametrize("size", [3, 6])
-def test_tuple_law_is_within_rho_of_the_exact_tilt(size):
+@pytest.mark.parametrize("size, power", [(3, 1.5), (6, 1.5), (6, 1.0), (4, 2.0)])
+def test_tuple_law_is_within_rho_of_the_exact_tilt(size, power):
     """:class:`TupleLaw`: every π'_t (its integer weights, read exactly) at least ρ times π_t computed by brute force
     in long double, ρ close to 1, and π' not far above π either; unequal site variances, so a uniform or
-    site-by-site law would be far off."""
+    site-by-site law would be far off, and a power a != 1 without its site terms too."""
     factor = np.linalg.cholesky(np.diag(np.linspace(0.3, 2.0, size)) + 0.4 * np.ones((size, size)))
-    tuples = block_draws.TupleLaw(factor)
-    exact = exact_tuple_law(factor)
+    tuples = block_draws.TupleLaw(factor, power)
+    exact = exact_tuple_law(factor, power)
     drawn = sampler_tuple_law(tuples)
     ratio = drawn / exact
     assert 1.0 - 1e-6 < tuples.rho < 1.0
     assert float(ratio.min()) >= tuples.rho
-    assert float(ratio.max()) <= 1.0 + 1e-6
+    # and π' not far above π: the +1 of each integer weight lifts only the smallest cells (below 2^-40 of the
+    # largest in one stage) by much
+    assert float(ratio[exact > 1e-4].max()) <= 1.0 + 1e-6
+    assert float(np.abs(drawn - exact).sum()) < 1e-7
     assert float(exact.max() / exact.min()) > 100.0  # the tilt is far from uniform here
 
 
@@ -194,55 +215,114 @@ def test_tuple_draws_have_the_tuple_law():
     assert np.all(np.abs(half) < 5 * np.sqrt(2 * law * 500_000) + 1)
 
 
-@pytest.mark.parametrize("kind", ["block", "unequal"])
-def test_tilted_draws_give_the_plain_survival(kind):
-    """Step 4's change of measure: E_q'[1{S > s} κ/S^4] from the order-4 tilted draws (κ = E[S^4]/ρ) is within
-    ρ of P(S > s) from plain ones, within CLT limits (5 standard errors of the difference), where the same values
-    on untilted draws are off by more than 5 of them; the tilted UCBs lie above the plain reference. Two factors:
-    a block of the split (nearly stationary) and one with unequal site variances, where a wrong tuple law would
-    show."""
-    factor = drawn_factor(one_participation(128, 32, 1.0)) if kind == "block" else UNEQUAL
-    tuples = block_draws.TupleLaw(factor)
-    weight = block_law.block_moments(block_law.raised_covariance(factor), (4,))[4] / tuples.rho
-    plain, rel_p = block_draws.draw_means(factor, 400_000, seed=21)
-    tilted, rel_t = block_draws.draw_means(factor, 400_000, seed=21, tuples=tuples)
-    assert rel_p < 1e-12 and rel_t < 1e-12
+def own_plain_draws(factor: np.ndarray, draws: int, power: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """This file's own plain draws of (S, M_a): x = F z, z ~ N(0, I), y = x - v/2, S = mean e^y, M_a = mean e^{a y}."""
+    rng = np.random.default_rng(seed)
+    half = 0.5 * (factor * factor).sum(axis=1)
+    out_s, out_m = [], []
+    for _ in range(draws // 50_000):
+        y = rng.standard_normal((50_000, factor.shape[0])) @ factor.T - half
+        out_s.append(np.exp(y).mean(axis=1))
+        out_m.append(np.exp(power * y).mean(axis=1))
+    return np.concatenate(out_s), np.concatenate(out_m)
+
+
+def tilt_factor(kind: str) -> np.ndarray:
+    return {"block": lambda: drawn_factor(one_participation(128, 32, 1.0)),
+            "block2": lambda: drawn_factor(one_participation(128, 32, 2.0)),
+            "unequal": lambda: UNEQUAL, "unequal2": lambda: UNEQUAL / 2.0}[kind]()
+
+
+@pytest.mark.parametrize("kind, power, points, edge, grid", [
+    ("block", 1.0, (1.5, 3.0, 20.0, 30.0), 10.0, (1.5, 2.0, 3.0, 4.0, 6.0, 8.0, 20.0, 30.0)),
+    ("unequal", 1.0, (1.5, 3.0, 6.0, 10.0), 5.0, (1.5, 2.0, 3.0, 4.0, 6.0, 8.0, 20.0, 30.0)),
+    ("block2", 1.5, (1.5, 2.5, 3.5, 5.0), 3.0, (1.5, 2.0, 2.5, 3.5, 4.0, 5.0, 6.0)),
+    ("unequal2", 1.5, (1.2, 1.4, 1.8, 2.2), 1.45, (1.2, 1.4, 1.6, 2.0, 2.5, 3.0)),
+])
+def test_tilted_draws_give_the_plain_survival(kind, power, points, edge, grid):
+    """Step 4's change of measure: E_q'[1{S > s} κ/M_a^4] from the tilted draws of order 4 and power a (κ =
+    E[M_a^4]/ρ) is within ρ of P(S > s) from this file's own plain draws, within CLT limits (5 standard errors of
+    the difference), where the same values on the plain draws are off by more than 5 of them; the tilted UCBs lie
+    above the plain reference. Factors: blocks of the split (nearly stationary) and ones with unequal site
+    variances, where a wrong tuple law (or a power without its site terms) would show; a = 1 where the sites'
+    log-variances are large (what :func:`tilt_plan` picks there), 1.5 where they are small."""
+    factor = tilt_factor(kind)
+    tuples = block_draws.TupleLaw(factor, power)
+    weight = block_law.power_moment(factor, power) / tuples.rho
+    plain, plain_m = own_plain_draws(factor, 400_000, power, seed=21)
+    tilted, tilted_m, rel_t, rel_a = block_draws.draw_tilted(factor, 400_000, 21, tuples)
+    assert rel_t < 1e-12 and rel_a < 1e-12 and np.all(np.diff(tilted) >= 0.0)
     assert tilted.mean() > 1.5 * plain.mean()  # the tilt moves the law
-    # where BlockLawBound takes the tilted draws (s^4 > κ: beyond 18 for the block, 6 for the unequal factor) and
-    # below it
-    for s in ((1.5, 3.0, 20.0, 30.0) if kind == "block" else (1.5, 3.0, 6.0, 10.0)):
-        assert (weight / s**4 < 1.0) == (s > 10.0 if kind == "block" else s > 5.0)
+    assert np.all(tilted_m >= tilted**power * (1.0 - 1e-12))  # the power mean (a >= 1)
+    # where BlockLawBound takes the tilted draws (s^{4a} > κ) and below it
+    for s in points:
+        assert (weight / s ** (4 * power) < 1.0) == (s > edge)
         frac = plain > s
-        values = np.where(tilted > s, weight / tilted**4, 0.0)
-        untilted = np.where(plain > s, weight / plain**4, 0.0)
+        values = np.where(tilted > s, weight / tilted_m**4, 0.0)
+        untilted = np.where(plain > s, weight / plain_m**4, 0.0)
         err = math.sqrt(frac.var() / frac.size + values.var() / values.size)
         assert abs(values.mean() - frac.mean()) < 5 * err
         assert abs(untilted.mean() - frac.mean()) > 5 * err  # the values alone, without the tilt, are not it
-    grid = np.array([1.5, 2.0, 3.0, 4.0, 6.0, 8.0, 20.0, 30.0])
-    ucb = block_draws.tilted_survival_ucbs(tilted, rel_t, grid, 0.01 / grid.size, weight)
+    grid = np.array(grid)
+    ucb = block_draws.tilted_survival_ucbs(tilted, tilted_m, rel_t, rel_a, grid, 0.01 / grid.size, weight, power)
     ref = np.array([(plain > s).mean() for s in grid])
     assert np.all(ucb >= ref - 4.0 * np.sqrt(ref * (1 - ref) / plain.size))
-    used = weight / grid**4 < 1.0  # where BlockLawBound takes them (their range below the plain draws')
+    used = weight / grid ** (4 * power) < 1.0  # where BlockLawBound takes them (their range below the plain draws')
     assert used.sum() >= 2 and np.all(ucb[used] <= 1.5 * ref[used] + 1e-3)  # and not vacuous there
 
 
-def test_tilted_means_within_their_two_sided_error_of_extended_precision():
-    """r of :func:`draw_means` bounds the computed tilted means' relative error both ways: one chunk redrawn from
-    the same stream (the same tuples and normals, in draw_means' order) and recomputed in long double."""
+@pytest.mark.parametrize("kind, power", [("block", 1.0), ("block2", 1.5)])
+def test_tilted_means_within_their_two_sided_error_of_extended_precision(kind, power):
+    """r and r_a of :func:`draw_tilted` bound the computed S's and M_a's relative errors both ways: one chunk
+    redrawn from the same stream (the same tuples and normals, in draw_tilted's order) and recomputed in long
+    double, the shifts a w_k exact there."""
     from epscert.rng import stream_generator
 
-    factor = drawn_factor(one_participation(128, 32, 1.0))
+    factor = tilt_factor(kind)
     size = factor.shape[0]
-    tuples = block_draws.TupleLaw(factor)
-    means, rel = block_draws.draw_means(factor, 4096, seed=5, tuples=tuples)
+    tuples = block_draws.TupleLaw(factor, power)
+    means, powers, rel, rel_a = block_draws.draw_tilted(factor, 4096, 5, tuples)
     rng = stream_generator(5, block_draws.TILTED_STREAM_KEY)
     picked = tuples.draw(rng, 4096)
-    z = rng.standard_normal((4096, size)).astype(np.longdouble) + factor[picked].sum(axis=1, dtype=np.longdouble)
     f = factor.astype(np.longdouble)
-    exact = np.sort(np.exp(z @ f.T - 0.5 * (f * f).sum(axis=1)).mean(axis=1))
-    ratio = means.astype(np.longdouble) / exact
-    assert np.all(ratio <= 1 + rel) and np.all(1 / ratio <= 1 + rel)
-    assert float(np.max(np.abs(ratio - 1))) > 0.0  # the float computation does round
+    z = rng.standard_normal((4096, size)).astype(np.longdouble) + np.longdouble(power) * f[picked].sum(axis=1)
+    y = z @ f.T - 0.5 * (f * f).sum(axis=1)
+    exact_s = np.exp(y).mean(axis=1)
+    order = np.argsort(exact_s)
+    exact_m = np.exp(np.longdouble(power) * y).mean(axis=1)[order]
+    for computed, exact, r in ((means, exact_s[order], rel), (powers, exact_m, rel_a)):
+        ratio = computed.astype(np.longdouble) / exact
+        assert np.all(ratio <= 1 + r) and np.all(1 / ratio <= 1 + r)
+        assert float(np.max(np.abs(ratio - 1))) > 0.0  # the float computation does round
+
+
+@pytest.mark.parametrize("power", [1.0, 1.5, 2.0])
+def test_power_moment_against_brute_force(power):
+    """E[M_a^4] over all 4^4 tuples in long double (the lognormal moments written out here) below the bound, and
+    within 10^-8 of it; a = 1 is the block's fourth moment."""
+    factor = np.linalg.cholesky(np.diag([0.3, 0.7, 1.1, 0.5]) + 0.2)
+    exact = power_moment_brute(factor, power)
+    bound = block_law.power_moment(factor, power)
+    assert exact <= bound <= exact * (1.0 + 1e-8)
+    if power == 1.0:
+        assert bound == pytest.approx(block_law.block_moments(factor @ factor.T, (4,))[4], rel=1e-9)
+
+
+def test_tilt_plan_picks_the_power_and_the_law_blocks():
+    """:func:`tilt_plan`: power 1 where the sites' log-variances are large (σ = 1), 1.5 where small (σ = 2); and
+    :func:`law_block_count` against hand-worked cases."""
+    assert block_law.tilt_plan(one_participation(128, 32, 1.0))[0].power == 1.0
+    tuples, weight, tilted = block_law.tilt_plan(one_participation(128, 32, 2.0))
+    assert tuples.power == 1.5 and weight > 100.0
+    grid = block_law.survival_grid()
+    assert np.array_equal(tilted, weight / grid**6 < 1.0)
+    assert block_law.law_block_count(10_000, 125) == 50  # blocks of 80 -> 200
+    assert block_law.law_block_count(128, 4) == 4  # at most b/4
+    assert block_law.law_block_count(1000, 20) == 5  # blocks of 50 -> 200
+    assert block_law.law_block_count(1010, 10) == 10  # blocks of 101: no divisor of 1010 in [101, 200] but 101
+    assert block_law.law_block_count(1030, 10) == 10  # 103 is prime and b/4 < 206: the natural blocks stay
+    with pytest.raises(ValueError, match="orders"):
+        block_law.block_moments(np.eye(2), (5,))
 
 
 def test_tuple_law_refuses_weights_out_of_range_and_the_bound_falls_back_to_plain_draws(monkeypatch):
@@ -461,13 +541,15 @@ def test_rows_take_the_smaller_remove_bound_and_name_it():
 
 
 @pytest.mark.slow
-def test_survival_ucbs_cover_over_seeds():
+@pytest.mark.parametrize("sigma, power", [(1.0, 1.0), (2.0, 1.5)])
+def test_survival_ucbs_cover_over_seeds(sigma, power):
     """Step 4's coverage: over 20 seeds at β = 0.1, the number of runs in which some P_j falls below the survival of
     a 4·10^6-draw reference (less 4 of its standard errors) is at most 5. Each run fails with probability <= 0.1, so
-    the test fails falsely with probability <= P(Bin(20, 0.1) >= 6) ≈ 0.011."""
-    pair = one_participation(128, 32, 1.0)
-    band, blocks = band_and_blocks(pair.gram, pair.sigma)
-    factor = block_law.dominating_factor(block_law.dominating_covariance(*block_law.split_blocks(band, blocks)))
+    the test fails falsely with probability <= P(Bin(20, 0.1) >= 6) ≈ 0.011 (for each of the two settings: the
+    tilt at power 1 and at 1.5)."""
+    pair = one_participation(128, 32, sigma)
+    assert block_law.tilt_plan(pair)[0].power == power
+    factor = drawn_factor(pair)
     ref, _ = block_draws.draw_means(factor, 4_000_000, seed=12345)
     grid = block_law.survival_grid()
     frac = (ref.size - np.searchsorted(ref, grid, side="right")) / ref.size
