@@ -28,7 +28,7 @@ TILT_ORDER = 4
 #: the same draws' budget); at 10⁻⁶ and 10⁻⁸ all but a = 2 gave the same
 TILT_POWER = 1.5
 #: Integer weights of the tuple sampler: ω = floor(2^WEIGHT_BITS · ŵ/ŵ_max) + 1, exact in int64 (their sums,
-#: m² (2^40 + 1) < 2^56 for m <= 256, block_law.LAW_MAX_SIZE = 200)
+#: m² (2^40 + 1) < 2^56 for m <= 255, block_law.LAW_MAX_SIZE = 200)
 WEIGHT_BITS = 40
 #: Largest |entry| of the tuple law's log-weights L (:class:`TupleLaw`): every weight's term within e^{±600}
 MAX_LOG_WEIGHT = 100.0
@@ -131,7 +131,7 @@ class TupleLaw:
 def draw_means(factor: np.ndarray, draws: int, seed: int) -> tuple[np.ndarray, float]:
     """(sorted computed block means, r): ``draws`` plain means of exp(x_k - v_k/2), x = F z, z ~ N(0, I),
     v = diag(F Fᵀ), and r with exact <= computed · (1 + r) and computed <= exact · (1 + r) for every draw
-    (:func:`_mean_rounding` with A_max = max|g|, z = g exactly)."""
+    (:func:`_exponent_error` with A_max = max|g|, z = g exactly)."""
     rng = stream_generator(seed, STREAM_KEY)
     offset = 0.5 * (factor * factor).sum(axis=1)
     out = np.empty(draws)

@@ -288,27 +288,29 @@ def block_moments(cov: np.ndarray, orders=MOMENTS) -> dict[int, float]:
     if not set(orders) <= set(MOMENTS):
         raise ValueError(f"block_moments gives the orders {MOMENTS}, got {tuple(orders)}")
     with np.errstate(over="ignore", invalid="ignore"):
-        out = _raw_moments(cov)
+        out = _raw_moments(cov, tuple(orders))
     # a sum of positive terms that overflowed somewhere (inf, or nan from inf times an underflowed 0) is +inf
     return {p: (math.inf if math.isnan(out[p]) else out[p] * (1.0 + MOMENT_REL)) for p in orders}
 
 
-def _raw_moments(cov: np.ndarray) -> dict[int, float]:
+def _raw_moments(cov: np.ndarray, orders: tuple[int, ...]) -> dict[int, float]:
     m = cov.shape[0]
     e = np.exp(cov) * (1.0 + 4.0 * UNIT_ROUNDOFF)
     out = {2: float(e.sum()) / m**2}
-    i, j = np.triu_indices(m)
-    pair_mult = np.where(i == j, 1.0, 2.0)
-    f2 = e[i] * e[j]
-    out[4] = float(np.dot(pair_mult * e[i, j], np.einsum("ak,kl,al->a", f2, e, f2))) / m**4
-    third = 0.0
-    for a1 in range(m):  # sorted triples a1 <= a2 <= a3, one a1 at a time (m³/6 of them in all)
-        a2, a3 = np.triu_indices(m - a1)
-        a2, a3 = a2 + a1, a3 + a1
-        distinct = 1 + (a1 != a2) + (a2 != a3)
-        mult = np.where(distinct == 3, 6.0, np.where(distinct == 2, 3.0, 1.0))
-        third += float(np.dot(mult, e[a1, a2] * e[a1, a3] * e[a2, a3]))
-    out[3] = third / m**3
+    if 4 in orders:
+        i, j = np.triu_indices(m)
+        pair_mult = np.where(i == j, 1.0, 2.0)
+        f2 = e[i] * e[j]
+        out[4] = float(np.dot(pair_mult * e[i, j], np.einsum("ak,kl,al->a", f2, e, f2))) / m**4
+    if 3 in orders:
+        third = 0.0
+        for a1 in range(m):  # sorted triples a1 <= a2 <= a3, one a1 at a time (m³/6 of them in all)
+            a2, a3 = np.triu_indices(m - a1)
+            a2, a3 = a2 + a1, a3 + a1
+            distinct = 1 + (a1 != a2) + (a2 != a3)
+            mult = np.where(distinct == 3, 6.0, np.where(distinct == 2, 3.0, 1.0))
+            third += float(np.dot(mult, e[a1, a2] * e[a1, a3] * e[a2, a3]))
+        out[3] = third / m**3
     return out
 
 
@@ -392,14 +394,22 @@ def tilt_plan(pair) -> tuple[TupleLaw | None, float, np.ndarray]:
 
 def power_moment(factor: np.ndarray, power: float) -> float:
     """An upper bound on E[M_a^4] = m^{-4} Σ_t e^{γ_t} (step 4; γ_t = Σ_{i<j} L_{k_i k_j}, L of
-    :func:`~epscert.matrix.block_draws.log_weights`): :func:`block_moments`' fourth moment of L̄ >= L entrywise (its
-    formula is m^{-4} Σ_t Π_{i<j} e^{L̄_{k_i k_j}} for any symmetric L̄, increasing in every entry), L̄ formed from
-    :func:`raised_covariance` (every entry, the diagonal v included, at least the exact one; L increases in each for
-    a >= 1) and raised by 8 ulps of its magnitude (its few roundings: the constants, two products and two sums) and
-    by 2^-1074."""
-    logw = log_weights(raised_covariance(factor), power)
-    raised = logw + 8.0 * UNIT_ROUNDOFF * np.abs(logw) + 2.0**-1074
-    return block_moments(raised, (4,))[4]
+    :func:`~epscert.matrix.block_draws.log_weights`): :func:`block_moments`' fourth moment of
+    :func:`raised_log_weights` (its formula is m^{-4} Σ_t Π_{i<j} e^{L̄_{k_i k_j}} for any symmetric L̄, increasing in
+    every entry)."""
+    return block_moments(raised_log_weights(factor, power), (4,))[4]
+
+
+def raised_log_weights(factor: np.ndarray, power: float) -> np.ndarray:
+    """L̄ >= L entrywise, L = a² Σ + (a² - a)/6 (v_j + v_k) of the exact Σ = F Fᵀ, v its diagonal (a >= 1): formed
+    from :func:`raised_covariance` Σ̄ (every entry, the diagonal v̄ included, at least the exact one; L increases in
+    each for a >= 1), then raised past its own rounding: the constants a² and (a² - a)/6, the two products and the
+    two sums each round by at most u of their operands' magnitude, so 8u (a² |Σ̄_jk| + (a² - a)/6 (|v̄_j| + |v̄_k|))
+    covers them (a bound on the terms, not on the result, which may cancel), and 2^-1074 a subnormal result."""
+    raised = raised_covariance(factor)
+    diag = np.abs(np.diag(raised))
+    size = (power * power) * np.abs(raised) + ((power * power - power) / 6.0) * (diag[:, None] + diag[None, :])
+    return log_weights(raised, power) + 8.0 * UNIT_ROUNDOFF * size * (1.0 + 4.0 * UNIT_ROUNDOFF) + 2.0**-1074
 
 
 @functools.lru_cache(maxsize=2)

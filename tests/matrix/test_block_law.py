@@ -308,6 +308,69 @@ def test_power_moment_against_brute_force(power):
         assert bound == pytest.approx(block_law.block_moments(factor @ factor.T, (4,))[4], rel=1e-9)
 
 
+def test_tilted_ucbs_against_kl_at_the_range_of_power_a():
+    """:func:`tilted_survival_ucbs` without chance: draws built here, the UCB at each s against this file's own
+    kl_ucb at the range κ/s^{4a} of the mean of κ (1 + r_a)^4/M̂^4 over the counted draws (within 10^-9 above it);
+    draws whose values all sit at the range give the range itself; a mean a hair below s is counted (the threshold
+    lowered by r), one a hair above s (1 + 2r) is not below it."""
+    from epscert.bounds.kl import kl_ucb
+
+    power, kappa, share, r = 1.5, 40.0, 1e-3, 1e-13
+    means = np.sort(np.array([0.5, 1.0, 2.0, 2.5, 3.0, 4.0, 6.0, 9.0]))
+    powers = means**power * 1.1  # the power mean above S^a
+    for s in (1.5, 2.2, 3.5, 5.0):
+        counted = means > s
+        mean = float(np.sum(kappa * (1 + r) ** 4 / powers[counted] ** 4)) / means.size
+        scale = kappa / s ** (4 * power)
+        expected = kl_ucb(min(mean, scale), means.size, share, scale=scale)
+        got = block_draws.tilted_survival_ucbs(means, powers, r, r, np.array([s]), share, kappa, power)[0]
+        assert expected <= got <= expected * (1 + 1e-9)
+    s = 2.0
+    at_range = np.full(64, s * (1 + 1e-9))  # every value at the range κ/s^{4a}
+    got = block_draws.tilted_survival_ucbs(at_range, at_range**power, 0.0, 0.0, np.array([s]), share, kappa, power)
+    assert got[0] >= kappa / s ** (4 * power) * (1 - 1e-12)
+    scale = kappa / s ** (4 * power)
+    edge = np.full(1000, s * (1 - 1e-14))  # below s, but within r of it: an exact mean above s is possible
+    got = block_draws.tilted_survival_ucbs(edge, edge**power, r, r, np.array([s]), share, kappa, power)
+    low = np.full(1000, 0.1)
+    empty = block_draws.tilted_survival_ucbs(low, low, r, r, np.array([s]), share, kappa, power)
+    assert got[0] >= 0.99 * scale and empty[0] <= 0.1 * scale
+
+
+def test_raised_log_weights_above_the_exact_ones():
+    """L̄ of :func:`raised_log_weights` >= L = a² Σ + (a² - a)/6 (v_j + v_k) of the exact Σ = F Fᵀ (long double)
+    entrywise, negative and cancelling entries of Σ included, and within 10^-12 of it."""
+    rng = np.random.default_rng(8)
+    for power in (1.0, 1.5, 2.0, 1.7):
+        factor = np.tril(rng.standard_normal((12, 12))) / 3.0 + 0.5 * np.eye(12)  # mixed signs
+        assert np.min(factor @ factor.T) < -0.3
+        f = factor.astype(np.longdouble)
+        exact_cov = f @ f.T
+        v = np.diag(exact_cov)
+        a = np.longdouble(power)
+        exact = a * a * exact_cov + (a * a - a) / 6 * (v[:, None] + v[None, :])
+        raised = block_law.raised_log_weights(factor, power)
+        assert np.all(raised.astype(np.longdouble) >= exact)
+        assert float(np.max(np.abs(raised - exact.astype(float)))) < 1e-12
+
+
+@pytest.mark.parametrize("b", [96, 128, 360, 1000, 2310])
+def test_law_block_count_divides_b_and_keeps_blocks_at_least_h_plus_one(b):
+    """:func:`law_block_count` for every h with a natural split (block_count): J >= 2 divides b, and the law's blocks
+    are at least the natural ones (so >= h + 1) and at most LAW_MAX_SIZE unless the natural ones are larger."""
+    from epscert.matrix.block_bound import block_count
+
+    for h in range(1, b // 2):
+        natural = block_count(b, h)
+        if natural < 2:
+            continue
+        blocks = block_law.law_block_count(b, natural)
+        assert blocks >= 2 and b % blocks == 0
+        assert b // blocks >= b // natural >= h + 1
+        assert b // blocks <= max(block_law.LAW_MAX_SIZE, b // natural)
+    assert block_law.law_block_count(128, 2) == 2  # b/4 below the natural block: nothing larger is taken
+
+
 def test_tilt_plan_picks_the_power_and_the_law_blocks():
     """:func:`tilt_plan`: power 1 where the sites' log-variances are large (σ = 1), 1.5 where small (σ = 2); and
     :func:`law_block_count` against hand-worked cases."""
