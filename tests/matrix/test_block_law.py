@@ -139,10 +139,10 @@ def drawn_factor(pair):
     return block_law.dominating_factor(block_law.dominating_covariance(*block_law.split_blocks(band, blocks)))
 
 
-def exact_tuple_law(factor: np.ndarray, power: float = block_draws.TILT_POWER) -> np.ndarray:
-    """π_t = e^{γ_t}/Z over [m]^4 in long double, γ_t = a² c_t + (a² - a)/2 Σ_i v_{k_i} (c_t = Σ_{i<j} Σ_{k_i k_j},
-    Σ = F Fᵀ, v its diagonal), by brute force: the weight E[Π_i W_{k_i}^a] of each tuple, written out here from the
-    lognormal moments, not from the module's log-weights."""
+def tuple_gammas(factor: np.ndarray, power: float) -> np.ndarray:
+    """γ_t = a² c_t + (a² - a)/2 Σ_i v_{k_i} for every t in [m]^4 in long double (c_t = Σ_{i<j} Σ_{k_i k_j},
+    Σ = F Fᵀ, v its diagonal), by brute force: log E[Π_i W_{k_i}^a], written out here from the lognormal moments,
+    not from the module's log-weights."""
     f = factor.astype(np.longdouble)
     cov = f @ f.T
     m = factor.shape[0]
@@ -150,21 +150,19 @@ def exact_tuple_law(factor: np.ndarray, power: float = block_draws.TILT_POWER) -
     c = sum(cov[idx[i], idx[j]] for i, j in itertools.combinations(range(4), 2))
     v = sum(cov[idx[i], idx[i]] for i in range(4))
     a = np.longdouble(power)
-    gamma = a * a * c + (a * a - a) / 2 * v
+    return a * a * c + (a * a - a) / 2 * v
+
+
+def exact_tuple_law(factor: np.ndarray, power: float = block_draws.TILT_POWER) -> np.ndarray:
+    """π_t = e^{γ_t}/Z over [m]^4 in long double (:func:`tuple_gammas`)."""
+    gamma = tuple_gammas(factor, power)
     w = np.exp(gamma - gamma.max())
-    return (w / w.sum()).reshape((m,) * 4)
+    return (w / w.sum()).reshape((factor.shape[0],) * 4)
 
 
 def power_moment_brute(factor: np.ndarray, power: float) -> float:
-    """E[M_a^4] = m^{-4} Σ_t E[Π_i W_{k_i}^a] in long double over all tuples (E[Π W^a] = e^{γ_t})."""
-    f = factor.astype(np.longdouble)
-    cov = f @ f.T
-    m = factor.shape[0]
-    idx = np.indices((m,) * 4).reshape(4, -1)
-    c = sum(cov[idx[i], idx[j]] for i, j in itertools.combinations(range(4), 2))
-    v = sum(cov[idx[i], idx[i]] for i in range(4))
-    a = np.longdouble(power)
-    return float(np.exp(a * a * c + (a * a - a) / 2 * v).sum() / m**4)
+    """E[M_a^4] = m^{-4} Σ_t E[Π_i W_{k_i}^a] = m^{-4} Σ_t e^{γ_t} in long double over all tuples."""
+    return float(np.exp(tuple_gammas(factor, power)).sum() / factor.shape[0] ** 4)
 
 
 def sampler_tuple_law(tuples: block_draws.TupleLaw) -> np.ndarray:
