@@ -87,8 +87,8 @@ Every step but 4 is deterministic; 4 holds with probability >= 1 - β. At n = b 
 of 200, 3.2·10⁶ draws, about 31 CPU s on one core) it certifies, for REMOVE at β = 0.0025, ε(10⁻⁶) <= 0.191,
 ε(10⁻⁸) <= 0.241 and ε(10⁻¹⁰) <= 0.292, where the mixture bound gives 0.563, 1.042 and 1.649
 (``python -m benchmarks.matrix_block_law``), blocks of 80 with the order-4 tilt at a = 1 gave 0.198, 0.251 and
-0.317, and the empirical law of one block with no error terms at all, the limit of this route, gives 0.187, 0.236
-and 0.279 at blocks of 200 (0.194, 0.246 and 0.290 at blocks of 80). For ADD at β/4 it certifies ε(10⁻⁶) <= 0.189,
+0.317, and the empirical law of one block with no error terms at all, the limit of this route, gives 0.187, 0.237
+and 0.281 at blocks of 200 (0.194, 0.246 and 0.290 at blocks of 80). For ADD at β/4 it certifies ε(10⁻⁶) <= 0.189,
 ε(10⁻⁸) <= 0.236 and ε(10⁻¹⁰) <= 0.277 (under a CPU second beside REMOVE), where the decoupled Chernoff bound of
 :mod:`epscert.matrix.add_decoupled` gives 0.21, 0.265 and 0.313 in 50 CPU s. What it leaves is mostly the split into
 independent blocks: 0.187 against the conditional estimator's 0.178 for G itself.
@@ -135,8 +135,11 @@ MOMENTS = (2, 3, 4)
 #: The bound is formed only where c · min_{p <= 4} E[S_F^p]/c^p, the moments' floor under the cap's c · P(Y > c),
 #: is at most this (:func:`applies`): above every δ the tool certifies (1e-5 down), so nothing is lost there
 TAIL_CEILING = 1e-5
-#: Draws of one block per sample of the run, and their bounds (N m² flops: 1.28e11 is about 35 CPU s at m = 200,
-#: with the tuple law)
+#: Draws of one block per sample of the run, and their bounds (N m² flops: 1.28e11 is about 35 CPU s at m = 200 with
+#: the tuple law). At n = b = 10^4, ε_remove <= 0.191 / 0.241 / 0.292 at 1.28e11, 0.190 / 0.240 / 0.288 at 2.56e11
+#: and 0.190 / 0.240 / 0.287 at 10^7 draws (96 CPU s); the Accountant's answer did not move at 2.56e11 ([0.178,
+#: 0.191], [0.220, 0.242], [0.258, 0.293], its ε grid's step there being 1/256), and the call at 1e-6 took 481 CPU s
+#: against 437, so the cap stays
 DRAWS_PER_SAMPLE = 100
 MIN_DRAWS = 100_000
 MAX_FLOPS = 1.28e11
