@@ -292,6 +292,37 @@ def matrix_value_rows(config: CertifyConfig, method: Method, acc: acc_mod.Accumu
     return rows
 
 
+def matrix_law_upper(config: CertifyConfig, method: Method, epsilons) -> np.ndarray | None:
+    """Upper bounds on δ(ε) of ``config.direction`` from the block-law bounds alone, at any ε, or None.
+
+    The same objects and shares of β as :func:`matrix_value_rows` gives them (REMOVE: the block-law bound at half
+    the REMOVE β; ADD: the block-law ADD bound at a quarter of the ADD β), so no new β is spent. Each holds for every
+    ε at once (its survival bounds hold jointly, with probability >= 1 - its β; the rest is deterministic), so it
+    may be evaluated at ε chosen after the run's samples were seen: :func:`epscert.inverse.epsilon_at_delta`
+    refines an ε(δ) answer between two points of its fixed grid with it. 'both' is the larger of the two
+    directions' bounds. None where ``method`` is not a value estimator of a strategy (no β was set aside), the
+    block law does not apply, or a bound was not formed."""
+    if config.strategy is None or not uses_values(config, method):
+        return None
+    pair = matrix_pair(config)
+    if not block_law_applies(pair):
+        return None
+    parts = config.direction.parts()
+    beta = config.error_prob / len(parts)
+    eps = np.asarray(epsilons, dtype=float)
+    out = np.zeros(eps.size)
+    for direction in parts:
+        if direction is Direction.REMOVE:
+            bound = remove_bound(pair, config.samples, config.seed, beta / 2.0)
+        else:
+            bound = (add_law_bound(pair, config.samples, config.seed, beta / 4.0) if pair_edges(pair) is not None
+                     else None)
+        if bound is None:
+            return None
+        out = np.maximum(out, bound.upper(eps))
+    return out
+
+
 def range_ucb(mean: float, mean_sq: float, count: int, scale: float, beta: float) -> float:
     """min(KL–Chernoff, empirical Bernstein) at scale B, each at β/2, for values in [0, B], with the
     means raised by MATRIX_FLOAT_REL (computed values are within it of the exact ones)."""

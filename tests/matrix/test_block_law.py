@@ -734,3 +734,59 @@ def test_rows_leave_the_block_law_out_where_it_does_not_apply(monkeypatch):
     for r in compared:
         assert r["delta_upper"] <= forced[(r["method"], r["epsilon"])]["delta_upper"]
     assert any(r["delta_upper"] < forced[(r["method"], r["epsilon"])]["delta_upper"] for r in compared)
+
+
+def test_epsilon_upper_refined_by_the_law_between_grid_points(monkeypatch):
+    """:func:`epscert.inverse.epsilon_at_delta.refined_upper`: where the block law binds (n = b = 128, 32 bands,
+    σ = 2, δ = 1e-6), the Accountant's upper side moves below its grid answer (the same run with the refinement off)
+    by less than a grid step, to a point where the law-only bounds of both directions are <= δ; those bounds are the
+    rows' own objects at the rows' shares of β (REMOVE β/2, ADD β/4 of each direction's β = error_prob/2),
+    recomputed here from the shares."""
+    import dataclasses
+
+    from epscert import Accountant
+    from epscert.config import Method
+    from epscert.inverse import epsilon_at_delta as ead
+    from epscert.results.rows import matrix_law_upper
+
+    n, delta = 128, 1e-6
+
+    def answer():
+        acc = Accountant(noise_multiplier=2.0, strategy=toeplitz_strategy(np.array(binomial_c_col(32)), n),
+                         cycle_length=n, samples=2000)
+        upper = acc.get_epsilon(delta)
+        row = next(r for r in acc.last_table.to_pylist() if r.get("quantity") == "epsilon_at_delta"
+                   and r["method"] == "tilted" and r["direction"] == "both")
+        return acc, upper, row
+
+    acc, upper, row = answer()
+    assert row["bound"] == ead.MATRIX_REFINED_BOUND and row["epsilon_upper"] == pytest.approx(upper)
+    pair = one_participation(n, 32, 2.0)
+    beta = 0.5 * row["error_prob"]
+    remove = block_law.remove_bound(pair, 2000, int(row["seed"]), beta / 2.0)
+    add = block_law.add_law_bound(pair, 2000, int(row["seed"]), beta / 4.0)
+    at = np.array([upper, 0.5 * upper])
+    both = np.maximum(remove.upper(at), add.upper(at))
+    assert both[0] <= delta < both[1]
+    tilted = dataclasses.replace(acc.config, methods=(Method.TILTED,))
+    assert np.array_equal(matrix_law_upper(tilted, Method.TILTED, at), both)
+    monkeypatch.setattr(ead, "REFINE_POINTS", 1)  # no point between two grid points: the grid's own answer
+    _, grid_upper, grid_row = answer()
+    assert grid_row["bound"] == ead.MATRIX_GRID_BOUND
+    assert upper < grid_upper < upper + 0.02 * grid_upper
+
+
+def test_refined_upper_leaves_the_answer_where_it_cannot_apply(monkeypatch):
+    from epscert.config import Method
+    from epscert.inverse import epsilon_at_delta as ead
+
+    grid = [0.5, 1.0, 1.5]
+    monkeypatch.setattr(ead, "matrix_law_upper", lambda config, method, eps: None)
+    assert ead.refined_upper(None, Method.TILTED, grid, 1.0, 1e-6) == 1.0
+    monkeypatch.setattr(ead, "matrix_law_upper", lambda config, method, eps: np.zeros(len(eps)))
+    assert ead.refined_upper(None, Method.TILTED, grid, 0.5, 1e-6) == 0.5  # the grid's first point
+    assert ead.refined_upper(None, Method.TILTED, grid, math.inf, 1e-6) == math.inf
+    got = ead.refined_upper(None, Method.TILTED, grid, 1.0, 1e-6)  # every point passes: the first above 0.5
+    assert got == pytest.approx(0.5 + 0.5 / ead.REFINE_POINTS)
+    monkeypatch.setattr(ead, "matrix_law_upper", lambda config, method, eps: np.ones(len(eps)))
+    assert ead.refined_upper(None, Method.TILTED, grid, 1.0, 1e-6) == 1.0  # none passes
