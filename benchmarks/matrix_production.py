@@ -64,6 +64,7 @@ from pathlib import Path  # noqa: E402
 import numpy as np  # noqa: E402
 
 import epscert  # noqa: E402
+from epscert.inverse.best import outward_text  # noqa: E402
 from epscert.matrix.strategies import toeplitz_strategy  # noqa: E402
 
 from benchmarks.matrix import cpu  # noqa: E402
@@ -162,6 +163,12 @@ def fmt(x, spec: str = ".3f") -> str:
                                                                              format(x, spec))
 
 
+def bound(x, up: bool) -> str:
+    """A certified side to three decimals, rounded outward (down for the lower side, up for the upper one) on its
+    exact value, so the printed interval still contains the certified one."""
+    return fmt(x) if x is None or not math.isfinite(x) else outward_text(x, up=up, places=3)
+
+
 def run(configs, deltas, samples: int | None, rivals: bool, direction: str = "both") -> list[dict]:
     rows = []
     print(HEADER)
@@ -203,8 +210,8 @@ def format_row(row: dict) -> str:
     op_text = op.get("missing", "not run") if "upper" not in op else \
         f"{fmt(op['upper'])} ({op['resolution']:.1e}, {op['cpu_s']:.1f})"
     side = "" if mine.get("direction", "both") == "both" else f" ({mine['direction']} only)"
-    return (f"| {row['n']} | {row['b']} | {row['bands']} | {row['sigma']} | {delta:.0e} | [{fmt(mine['lower'])}, "
-            f"{fmt(mine['upper'])}]{side} | {100 * mine['width']:.1f}% | {mine['samples']:,} | {mine['cpu_s']:.1f} "
+    return (f"| {row['n']} | {row['b']} | {row['bands']} | {row['sigma']} | {delta:.0e} | [{bound(mine['lower'], False)}, "
+            f"{bound(mine['upper'], True)}]{side} | {100 * mine['width']:.1f}% | {mine['samples']:,} | {mine['cpu_s']:.1f} "
             f"| {jp_text} | {op_text} |")
 
 

@@ -26,7 +26,7 @@ import math
 import sys
 from typing import Sequence
 
-from epscert.inverse.best import best_certificates
+from epscert.inverse.best import best_certificates, outward_text
 from epscert.inverse.epsilon_at_delta import analytic_epsilon_rows, check_deltas
 from epscert.compare import bracket_config
 from epscert.config import DEFAULT_PLD_DISCRETIZATION, CertifyConfig, Direction, Method, Sampler, steps_per_epoch
@@ -169,8 +169,17 @@ def context_epsilons(config: CertifyConfig, delta: float, bounds: dict | None = 
     return out
 
 
-def _num(value: float) -> str:
-    return f"{value:.4g}" if math.isfinite(value) else str(value)
+def _num(value: float, up: bool | None = None) -> str:
+    """Four significant digits; a bound (``up`` True for an upper, False for a lower one) rounded outward
+    (:func:`~epscert.inverse.best.outward_text`), anything else (an estimate) to the nearest."""
+    if up is None:
+        return f"{value:.4g}" if math.isfinite(value) else str(value)
+    return outward_text(value, up=up)
+
+
+def _bound_side(label: str) -> bool | None:
+    """Which side a context label's number bounds: 'ε <=' an upper bound, 'ε >=' a lower one, else neither."""
+    return True if "ε <=" in label else (False if "ε >=" in label else None)
 
 
 def _json(value):
@@ -228,7 +237,7 @@ def print_answer(args, config: CertifyConfig, delta: float, cert, context: dict,
             parts = []
             for key, label, _, _ in CONTEXT:
                 value, h = context[key]
-                text = label.format(_num(value), BOUND_LABELS.get(bounds.get(key, ""), "PLD"))
+                text = label.format(_num(value, _bound_side(label)), BOUND_LABELS.get(bounds.get(key, ""), "PLD"))
                 if h != DEFAULT_PLD_DISCRETIZATION:  # a coarser grid than the default: said, with its value
                     text = text[:-1] + f", discretization {h:g})"
                 parts.append(text)
@@ -253,10 +262,11 @@ def print_matrix(config: CertifyConfig, cert, context: dict[str, float], fmt: st
     else:
         print(cert.summary())
         shown = "-" if estimate is None else _num(estimate)
-        print(f"two-sided: {_num(lower)} <= ε <= {_num(upper)}, estimate {shown} (lower bound from "
+        print(f"two-sided: {_num(lower, up=False)} <= ε <= {_num(upper, up=True)}, estimate {shown} (lower bound from "
               f"{cert.lower_method or 'none: 0'}; each side at β, both at 2β)")
         if context:
-            print("context: " + "; ".join(MATRIX_LABELS[k].format(_num(v)) for k, v in context.items()))
+            print("context: " + "; ".join(MATRIX_LABELS[k].format(_num(v, _bound_side(MATRIX_LABELS[k])))
+                                          for k, v in context.items()))
         for note in cert.notes:
             print(f"note: {note}")
     return 0 if cert.finite else 1

@@ -65,6 +65,7 @@ measured seconds of the run that failed.
 from __future__ import annotations
 
 import dataclasses
+import decimal
 import math
 import time
 from typing import Mapping, NamedTuple, Sequence
@@ -153,6 +154,25 @@ def samples_needed(delta: float, error_prob: float, directions: int = 2, scale: 
     if delta >= scale:
         return 1
     return math.ceil(math.log(1.0 / beta) / -math.log1p(-delta / scale))
+
+
+def outward_text(value: float, up: bool, digits: int = 4, places: int | None = None) -> str:
+    """``value`` with ``digits`` significant digits (or ``places`` decimals), rounded on its exact binary value
+    (:class:`decimal.Decimal`) away from the side it bounds: up for an upper bound, down for a lower one, so the
+    printed number is still a bound (7.609375 as an upper bound prints 7.61, not 7.609). inf and nan as ``str``."""
+    if not math.isfinite(value):
+        return str(value)
+    if value == 0.0:
+        return "0"
+    with decimal.localcontext() as ctx:
+        ctx.prec = 1200  # every double's exact decimal expansion fits (at most 767 significant digits)
+        exact = decimal.Decimal(value)
+        exponent = -places if places is not None else exact.adjusted() - digits + 1
+        q = exact.quantize(decimal.Decimal(1).scaleb(exponent),
+                           rounding=decimal.ROUND_CEILING if up else decimal.ROUND_FLOOR)
+        if places is not None or -5 <= q.adjusted() < digits + 2:
+            return f"{q:f}"
+        return f"{q:e}"
 
 
 def count_text(count: float) -> str:
@@ -251,7 +271,7 @@ class Certificate:
             sentences = [n if n.endswith(".") else n + "." for n in self.notes]  # one sentence per note
             return (f"{name}({at}) for {self.sampler}: no finite certificate. " + " ".join(sentences)).strip()
         beta = f", β={self.error_prob:g}" if self.error_prob is not None else ""
-        return (f"{name}({at}) <= {self.value:.6g} for {self.sampler} "
+        return (f"{name}({at}) <= {outward_text(self.value, up=True, digits=6)} for {self.sampler} "
                 f"(method {self.method}, {self.guarantee}, bound {self.bound}{beta})")
 
 
