@@ -91,7 +91,7 @@ of 200, 3.2·10⁶ draws, about 31 CPU s on one core) it certifies, for REMOVE a
 and 0.281 at blocks of 200 (0.194, 0.246 and 0.290 at blocks of 80). For ADD at β/4 it certifies ε(10⁻⁶) <= 0.189,
 ε(10⁻⁸) <= 0.236 and ε(10⁻¹⁰) <= 0.277 (under a CPU second beside REMOVE), where the decoupled Chernoff bound of
 :mod:`epscert.matrix.add_decoupled` gives 0.21, 0.265 and 0.313 in 50 CPU s. What it leaves is mostly the split into
-independent blocks: 0.187 against the conditional estimator's 0.178 for G itself.
+independent blocks: 0.187 against a truth between the certified 0.178 and about 0.185.
 """
 
 from __future__ import annotations
