@@ -178,8 +178,9 @@ def _num(value: float, up: bool | None = None) -> str:
 
 
 def _bound_side(label: str) -> bool | None:
-    """Which side a context label's number bounds: 'ε <=' an upper bound, 'ε >=' a lower one, else neither."""
-    return True if "ε <=" in label else (False if "ε >=" in label else None)
+    """Which side a context label's number bounds: 'ε <=' an upper bound, 'ε >=' a lower one; 'ε =' (exact) is
+    computed on the upper side of its closed form, so it is rounded up too."""
+    return False if "ε >=" in label else (True if ("ε <=" in label or "ε =" in label) else None)
 
 
 def _json(value):

@@ -163,7 +163,7 @@ def outward_text(value: float, up: bool, digits: int = 4, places: int | None = N
     if not math.isfinite(value):
         return str(value)
     if value == 0.0:
-        return "0"
+        return "0" if places is None else format(0.0, f".{places}f")
     with decimal.localcontext() as ctx:
         ctx.prec = 1200  # every double's exact decimal expansion fits (at most 767 significant digits)
         exact = decimal.Decimal(value)

@@ -260,7 +260,7 @@ def matrix_value_rows(config: CertifyConfig, method: Method, acc: acc_mod.Accumu
         formed = False  # whether the decoupled bound entered the UCB (the row's bound name says so)
         law_formed = False  # whether a block-law bound did (REMOVE, or ADD)
         if split_remove:
-            law_bound = remove_bound(matrix_pair(config), config.samples, config.seed, beta / 2.0)
+            law_bound = remove_bound(matrix_pair(config), config.samples, config.seed, law_betas(beta)[0])
             if law_bound is not None:  # None: it failed after applying (the values' bound alone, still at β/2)
                 ucbs = raised_from_the_right(np.minimum(ucbs, law_bound.upper(config.epsilons)).tolist())
                 law_formed = True
@@ -271,7 +271,7 @@ def matrix_value_rows(config: CertifyConfig, method: Method, acc: acc_mod.Accumu
                 ucbs = raised_from_the_right(np.minimum(ucbs, decoupled.upper(config.epsilons)).tolist())
                 formed = True
             if split_add_law:
-                add_law = add_law_bound(matrix_pair(config), config.samples, config.seed, side_beta)
+                add_law = add_law_bound(matrix_pair(config), config.samples, config.seed, law_betas(beta)[1])
                 if add_law is not None:  # None: it failed after applying (the others stand, at their shares)
                     ucbs = raised_from_the_right(np.minimum(ucbs, add_law.upper(config.epsilons)).tolist())
                     law_formed = True
@@ -290,6 +290,13 @@ def matrix_value_rows(config: CertifyConfig, method: Method, acc: acc_mod.Accumu
         rows.extend(per_dir[direction])
     rows.extend(both_rows(config, per_dir))
     return rows
+
+
+def law_betas(beta: float) -> tuple[float, float]:
+    """The block-law bounds' shares of one direction's β in :func:`matrix_value_rows` where the block law applies
+    (fixed before any draw, formed or not): REMOVE β/2 (the values' UCB the other half), ADD β/4 (the line's UCB
+    β/2 and the decoupled bound β/4 the rest). One place for the rows and :func:`matrix_law_upper`."""
+    return beta / 2.0, beta / 4.0
 
 
 def matrix_law_upper(config: CertifyConfig, method: Method, epsilons) -> np.ndarray | None:
@@ -313,9 +320,9 @@ def matrix_law_upper(config: CertifyConfig, method: Method, epsilons) -> np.ndar
     out = np.zeros(eps.size)
     for direction in parts:
         if direction is Direction.REMOVE:
-            bound = remove_bound(pair, config.samples, config.seed, beta / 2.0)
+            bound = remove_bound(pair, config.samples, config.seed, law_betas(beta)[0])
         else:
-            bound = (add_law_bound(pair, config.samples, config.seed, beta / 4.0) if pair_edges(pair) is not None
+            bound = (add_law_bound(pair, config.samples, config.seed, law_betas(beta)[1]) if pair_edges(pair) is not None
                      else None)
         if bound is None:
             return None

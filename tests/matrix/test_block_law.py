@@ -790,3 +790,33 @@ def test_refined_upper_leaves_the_answer_where_it_cannot_apply(monkeypatch):
     assert got == pytest.approx(0.5 + 0.5 / ead.REFINE_POINTS)
     monkeypatch.setattr(ead, "matrix_law_upper", lambda config, method, eps: np.ones(len(eps)))
     assert ead.refined_upper(None, Method.TILTED, grid, 1.0, 1e-6) == 1.0  # none passes
+
+
+def test_matrix_law_upper_paths():
+    """:func:`epscert.results.rows.matrix_law_upper`: REMOVE alone is the REMOVE block-law bound at the rows' share
+    (:func:`~epscert.results.rows.law_betas` of the whole β, one direction); ADD alone the ADD one; None for a method
+    whose rows set no β aside (naive) and where the block law does not apply."""
+    import dataclasses
+
+    from epscert import Accountant
+    from epscert.config import Direction, Method
+    from epscert.results.rows import law_betas, matrix_law_upper
+
+    n = 128
+    acc = Accountant(noise_multiplier=2.0, strategy=toeplitz_strategy(np.array(binomial_c_col(32)), n),
+                     cycle_length=n, samples=2000)
+    config = dataclasses.replace(acc.config, methods=(Method.TILTED,))
+    pair = one_participation(n, 32, 2.0)
+    eps = np.array([0.8, 1.2, 1.6])
+    beta = config.error_prob
+    assert law_betas(beta) == (beta / 2.0, beta / 4.0)
+    remove = dataclasses.replace(config, direction=Direction.REMOVE)
+    want = block_law.remove_bound(pair, config.samples, config.seed, beta / 2.0).upper(eps)
+    assert np.array_equal(matrix_law_upper(remove, Method.TILTED, eps), want)
+    add = dataclasses.replace(config, direction=Direction.ADD)
+    want = block_law.add_law_bound(pair, config.samples, config.seed, beta / 4.0).upper(eps)
+    assert np.array_equal(matrix_law_upper(add, Method.TILTED, eps), want)
+    assert matrix_law_upper(dataclasses.replace(config, methods=(Method.NAIVE,)), Method.NAIVE, eps) is None
+    small = Accountant(noise_multiplier=2.0, strategy=toeplitz_strategy(np.array(binomial_c_col(16)), 2000),
+                       cycle_length=2000, samples=2000)  # blocks of 20: the block law does not apply
+    assert matrix_law_upper(dataclasses.replace(small.config, methods=(Method.TILTED,)), Method.TILTED, eps) is None
