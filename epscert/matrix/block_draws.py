@@ -140,7 +140,7 @@ def draw_means(factor: np.ndarray, draws: int, seed: int) -> tuple[np.ndarray, f
         z = rng.standard_normal((min(CHUNK, draws - start), factor.shape[0]))
         g_max = max(g_max, float(np.max(np.abs(z))))
         out[start: start + z.shape[0]] = np.exp(z @ factor.T - offset).mean(axis=1)
-    e_x = _exponent_error(factor, g_max, 0)
+    e_x = _exponent_error(factor, offset, g_max, 0)
     return np.sort(out), rel_product(math.expm1(e_x), gamma_n(factor.shape[0] + 2), gamma_n(factor.shape[0] + 2))
 
 
@@ -182,7 +182,7 @@ def draw_tilted(factor: np.ndarray, draws: int, seed: int, tuples: TupleLaw
         powers[start: start + rows] = np.exp(y).mean(axis=1)
     size = factor.shape[0]
     a_max = (g_max + TILT_ORDER * power * float(np.max(np.abs(factor)))) * (1.0 + 2.0 * UNIT_ROUNDOFF)
-    e_x = _exponent_error(factor, a_max, TILT_ORDER + 1)
+    e_x = _exponent_error(factor, offset, a_max, TILT_ORDER + 1)
     e_a = (power * e_x + 2.0 * UNIT_ROUNDOFF * power * y_max) * (1.0 + 4.0 * UNIT_ROUNDOFF)
     order = np.argsort(means, kind="stable")
     return (means[order], powers[order],
@@ -190,14 +190,13 @@ def draw_tilted(factor: np.ndarray, draws: int, seed: int, tuples: TupleLaw
             rel_product(math.expm1(e_a), gamma_n(size + 2), gamma_n(size + 2)))
 
 
-def _exponent_error(factor: np.ndarray, a_max: float, roundings: int) -> float:
+def _exponent_error(factor: np.ndarray, offset: np.ndarray, a_max: float, roundings: int) -> float:
     """A bound on |fl(fl(z Fᵀ) - v/2)_k - (x_k - v_k/2)| for a computed z within γ_roundings A of the exact one,
     |A| <= a_max entrywise (the exact |z| too): the product's inner products of m terms and the z error give
-    γ_{m+roundings+3} A_max max_k Σ_j |F_kj|, the offsets v_k/2 (sums of m squares) 2 γ_{m+2} max v_k/2. The
+    γ_{m+roundings+3} A_max max_k Σ_j |F_kj|, the computed ``offset`` v_k/2 (sums of m squares) 2 γ_{m+2} max v_k/2. The
     exponentials and the mean of m terms then add γ_{m+2} each way: exact <= computed · e^{e_x} / ((1 - u)(1 - γ_m))
     <= computed · (1 + expm1(e_x)) (1 + γ_{m+2})², and the other way round alike."""
     size = factor.shape[0]
-    offset = 0.5 * (factor * factor).sum(axis=1)
     reach = float(np.max(np.abs(factor).sum(axis=1)))
     return gamma_n(size + roundings + 3) * a_max * reach + 2.0 * gamma_n(size + 2) * float(np.max(offset))
 

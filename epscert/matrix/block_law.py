@@ -376,12 +376,13 @@ def plain_count(draws: int, tilted: np.ndarray) -> int:
 def tilt_plan(pair) -> tuple[TupleLaw | None, float, np.ndarray]:
     """(the tuple law, κ >= E[M_a^4]/ρ, the grid points that take the tilted draws) of step 4, all fixed before any
     draw; (None, inf, none) where the tuple law cannot be formed. The power a is the one of (1, ``TILT_POWER``)
-    whose upper moment E[M_a^4] (:func:`power_moment`) gives the smaller range E[M_a^4]/s^{4a} at s =
+    whose upper moment E[M_a^4] (:func:`power_moment`; at a = 1 the law's own E[S_F^4]) gives the smaller range E[M_a^4]/s^{4a} at s =
     ``TILT_REFERENCE`` (deterministic; any a >= 1 is sound): at n = b = 10^4, 64 bands, σ = 2 (blocks of 200)
     E[M_a^4] is 2.0 at a = 1 and 19 at 1.5, so 1.5; where the sites' log-variances are large (n = b = 128, 32 bands,
     σ = 1: 1.1·10⁵ against 5·10¹⁹) it is 1."""
-    factor = dominating_law(pair)[2]
-    moments = {a: power_moment(factor, a) for a in (1.0, TILT_POWER)}
+    factor, low = dominating_law(pair)[2:]
+    # at a = 1, M_1 = S_F: the law's own fourth moment of the raised covariance bounds E[M_1^4]
+    moments = {1.0: low[4], TILT_POWER: power_moment(factor, TILT_POWER)}
     power = min(moments, key=lambda a: (moments[a] / TILT_REFERENCE ** (TILT_ORDER * a), a))
     try:
         tuples = TupleLaw(factor, power)
@@ -458,10 +459,10 @@ class BlockLawBound:
     """Step 1-6 of the module docstring for one pair, sample count, seed and β; :meth:`upper` bounds δ_remove."""
 
     def __init__(self, pair, samples: int, seed: int, error_prob: float) -> None:
-        blocks, cov, factor, _ = _checked_law(pair, samples, error_prob)
+        blocks, cov, factor, moments = _checked_law(pair, samples, error_prob)
         self.blocks = blocks
         size = cov.shape[0]
-        self.moments = _moments(raised_covariance(factor).tobytes(), size)
+        self.moments = moments
         self.draws = total_draws(samples, size)
         grid = survival_grid()
         share = error_prob / grid.size
@@ -520,11 +521,6 @@ def tail_integral(c: float, level: float, moments: dict[int, float]) -> float:
     return best * (1.0 + 40.0 * UNIT_ROUNDOFF)
 
 
-@functools.lru_cache(maxsize=4)
-def _moments(cov_bytes: bytes, size: int, orders=MOMENTS) -> dict[int, float]:
-    return block_moments(np.frombuffer(cov_bytes, dtype=np.float64).reshape(size, size), orders)
-
-
 @functools.lru_cache(maxsize=8)
 def fits(pair) -> bool:
     """Whether G is banded in the natural order with J >= 2 blocks of ``MIN_SIZE`` to ``MAX_SIZE`` bins
@@ -546,7 +542,8 @@ def law_block_count(bins: int, natural: int) -> int:
 
 @functools.lru_cache(maxsize=8)
 def dominating_law(pair) -> tuple[int, np.ndarray, np.ndarray, dict[int, float]] | None:
-    """(J, C, F, E[S_F^p] for p <= 4) of steps 1-3 and 4's cheap moments, or None where the pair does not
+    """(J, C, F, E[S_F^p] for p <= 4, of F Fᵀ raised by its rounding: the far-tail moments of step 4) of steps
+    1-4, or None where the pair does not
     :func:`fits` or no factor is found (an SVD or a Cholesky factorisation fails)."""
     if not fits(pair):
         return None
@@ -559,7 +556,7 @@ def dominating_law(pair) -> tuple[int, np.ndarray, np.ndarray, dict[int, float]]
         return None
     if not (np.all(np.isfinite(cov)) and np.all(np.isfinite(factor))):
         return None
-    return blocks, cov, factor, _moments(raised_covariance(factor).tobytes(), cov.shape[0])
+    return blocks, cov, factor, block_moments(raised_covariance(factor))
 
 
 def applies(pair) -> bool:

@@ -413,12 +413,15 @@ def test_locate_gives_each_cell_exactly_its_integers():
     assert np.array_equal(counts, omega)
 
 
-def test_remove_bound_lies_above_an_independent_naive_estimate():
-    pair = one_participation(128, 32, 1.0)  # h = 31: four blocks of 32
-    assert block_law.applies(pair)
+@pytest.mark.parametrize("sigma, power, eps", [(1.0, 1.0, (0.3, 0.6, 0.9, 1.2)), (2.0, 1.5, (0.2, 0.4, 0.6, 0.8, 1.0))])
+def test_remove_bound_lies_above_an_independent_naive_estimate(sigma, power, eps):
+    """The REMOVE bound above this file's own naive δ_remove (4 standard errors), with the tilt at power 1 (σ = 1)
+    and at 1.5 (σ = 2, where the tilted draws bound the blocks' tail beyond about 2.9)."""
+    pair = one_participation(128, 32, sigma)  # h = 31: four blocks of 32
+    assert block_law.applies(pair) and block_law.tilt_plan(pair)[0].power == power
     bound = block_law.BlockLawBound(pair, 2000, 0, 0.01)
     assert bound.blocks == 4 and bound.draws == block_law.DRAWS_PER_SAMPLE * 2000
-    eps = np.array([0.3, 0.6, 0.9, 1.2])
+    eps = np.array(eps)
     est, err = naive_remove(pair, 32, eps, 200_000, 11)
     upper = bound.upper(eps)
     assert np.all(np.diff(upper) <= 0.0)
@@ -770,6 +773,14 @@ def test_epsilon_upper_refined_by_the_law_between_grid_points(monkeypatch):
     assert both[0] <= delta < both[1]
     tilted = dataclasses.replace(acc.config, methods=(Method.TILTED,))
     assert np.array_equal(matrix_law_upper(tilted, Method.TILTED, at), both)
+    # against an independent value: the mode-tilted mixture's estimate of δ_remove (epscert.matrix.tilted, its own
+    # stream and estimator) is at most δ at the refined point, and clearly above δ at ε = 1, so it would see an
+    # upper side far too low
+    from epscert.matrix.tilted import tilted_remove_estimate
+
+    ref = tilted_remove_estimate(pair, [upper, 1.0], 100_000, seed=5)
+    assert ref.delta[0] <= delta + 4 * ref.std_error[0]
+    assert ref.delta[1] - 4 * ref.std_error[1] > delta
     monkeypatch.setattr(ead, "REFINE_POINTS", 1)  # no point between two grid points: the grid's own answer
     _, grid_upper, grid_row = answer()
     assert grid_row["bound"] == ead.MATRIX_GRID_BOUND
