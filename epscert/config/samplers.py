@@ -24,12 +24,15 @@ from __future__ import annotations
 import functools
 import math
 
+import numpy as np
+
 from epscert.dpsgd.balls_and_bins import BallsAndBinsSampler
 from epscert.dpsgd.conditional import conditional_sampler
 from epscert.dpsgd.poisson_pair import PoissonPairSampler
 from epscert.dpsgd.shuffle_pair import ShufflePairSampler
 from epscert.matrix.cluster_tilt import choose_order
 from epscert.matrix.pair import MatrixPair, MatrixPairSampler
+from epscert.matrix.shift_mixture import ShiftMixture, applies as shift_applies
 from epscert.matrix.values import MatrixValueSampler
 from epscert.montecarlo.protocol import LossSampler
 from epscert.names import Method, Sampler
@@ -86,7 +89,11 @@ def value_sampler(config, method: Method):
         pair = matrix_pair(config)
         # JAX draws the tuples from tables: no cluster order there (auto falls back to numpy for one)
         order = choose_order(pair, config.epsilons, clusters=config.backend != "jax") if method is Method.TILTED else None
-        return MatrixValueSampler(pair, method.value, min(config.epsilons), order=order)
+        # REMOVE from the shift mixture where the tilt reaches no order above 2 and the block law bounds REMOVE
+        shift = None
+        if method is Method.TILTED and shift_applies(pair, config.backend):
+            shift = ShiftMixture(pair, float(np.median(np.asarray(config.epsilons, dtype=np.float64))))
+        return MatrixValueSampler(pair, method.value, min(config.epsilons), order=order, shift=shift)
     return conditional_sampler(config, method)
 
 

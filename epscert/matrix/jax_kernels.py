@@ -75,6 +75,9 @@ def check_supported(sampler, method: Method) -> None:
         if sampler.method == "tilted" and sampler.tilt.by_clusters:
             raise ValueError("backend='jax' draws the loss-tilted tuples from tables only; this run's order "
                              f"{sampler.order} is drawn by clusters (epscert.matrix.cluster_tilt): use backend='numpy'")
+        if sampler.method == "tilted" and sampler.shift is not None:
+            raise ValueError("backend='jax' has no kernel for the REMOVE shift mixture (epscert.matrix.shift_mixture): "
+                             "use backend='numpy'")
         return
     raise ValueError(f"backend='jax' has matrix-mechanism kernels for naive, importance, conditional and tilted only, "
                      f"got method={method.value!r} with {type(sampler).__name__}")

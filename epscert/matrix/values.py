@@ -400,10 +400,14 @@ class MatrixValueSampler(ValueSampler):
 
     guarantee = "mc_upper_confidence"
 
-    def __init__(self, pair, method: str, eps0: float, order: int | None = None) -> None:
+    def __init__(self, pair, method: str, eps0: float, order: int | None = None, shift=None) -> None:
         if method not in ("conditional", "importance", "tilted"):
             raise ValueError(f"method must be 'conditional', 'importance' or 'tilted', got method={method!r}")
+        if shift is not None and method != "tilted":
+            raise ValueError(f"shift (the REMOVE shift mixture) is for method='tilted' only, got method={method!r}")
         self.pair, self.method, self.eps0 = pair, method, float(eps0)
+        #: 'tilted' only: the REMOVE values' shift mixture (:mod:`epscert.matrix.shift_mixture`) in place of the tilt
+        self.shift = shift
         b = pair.bins
         u = np.full(b, 1.0 / b)
         gu = pair.g @ u
@@ -468,7 +472,7 @@ class MatrixValueSampler(ValueSampler):
         other draws are the generator's own normals and uniforms)."""
         eps = np.asarray(epsilons, dtype=np.float64)
         if direction is Direction.REMOVE and self.method == "tilted":
-            return self.tilt.value_slack(eps)
+            return np.zeros(eps.shape) if self.shift is not None else self.tilt.value_slack(eps)
         if direction is Direction.REMOVE and self.method == "importance":
             return law_tv(self.pair.bins**2, 1000) * self.value_range(direction, eps)
         return np.zeros(eps.shape)
@@ -481,7 +485,7 @@ class MatrixValueSampler(ValueSampler):
                 return np.full(eps.shape, math.exp(self.add_log_prob) * up)
             return np.exp([add_bound_log_prob(self.var_u, self.vbar, e) for e in eps]) * up
         if self.method == "tilted":
-            return self.tilt.value_range(eps)
+            return self.shift.value_range(eps) if self.shift is not None else self.tilt.value_range(eps)
         if self.method == "importance":
             return np.full(eps.shape, math.exp(self.log_m) * up)
         total = np.zeros_like(eps)
@@ -496,6 +500,9 @@ class MatrixValueSampler(ValueSampler):
         if min(eps) < self.eps0:
             raise ValueError(f"epsilons must be >= eps0={self.eps0}, got min epsilon={min(eps)}")
         pair = self.pair
+        if direction is Direction.REMOVE and self.shift is not None:  # its own draws (z shifted before the factor)
+            g, exponent = self.shift.draw(rng, n)
+            return np.exp(self.shift.log_values(g, exponent, eps))
         g_noise = pair.noise(rng.standard_normal((n, pair.bins)))
         with np.errstate(divide="ignore", invalid="ignore"):
             return np.exp(self.log_values(rng, g_noise, n, direction, eps))
@@ -511,6 +518,8 @@ class MatrixValueSampler(ValueSampler):
             return add_importance_log_values(np, NumpySpecial, g_noise, u, self.d_mean, pair.half_diag, self.var_u,
                                              self.add_log_prob, eps, -self.eps0 + 0.5 * self.vbar)
         if self.method == "tilted":
+            if self.shift is not None:
+                raise ValueError("the shift mixture draws its own g (MatrixValueSampler.draw), not from g_noise")
             tuples, log_weight = self.tilt.draw(rng, n)
             g = self.tilt.shifted(g_noise, tuples)  # clusters: each index's band row only
             return remove_tilt_log_values(np, g, tuples, pair.g, pair.half_diag, self.tilt.log_z + log_weight,

@@ -1,0 +1,226 @@
+"""The shift mixture (:mod:`epscert.matrix.shift_mixture`): δ_remove's values where the loss tilt reaches no order
+above 2, checked piece by piece against values computed without it.
+
+- The exponent of every draw against η^T M^{-1} g - |η|²/2 from a dense solve (P rows and shifted rows).
+- The mean against this file's own naive δ_remove (the P-form (1 - e^{ε - L})_+ of g = M z + G e_k, k uniform)
+  and against the loss-tilted estimator, within Z_CLT standard errors; every value within the proven range.
+- Its lower confidence bound (:func:`epscert.bounds.truncated_lcb.truncated_lcb`) over seeded repetitions.
+- When it is used (the rule of :func:`~epscert.matrix.shift_mixture.applies`), the sampler's wiring, the refused JAX
+  kernel and the rounding guard.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+import pytest
+
+import epscert
+from epscert.bounds.truncated_lcb import LEVELS, truncated_lcb, truncation_levels
+from epscert.config import Direction, Method
+from epscert.config.samplers import value_sampler
+from epscert.matrix import kernels as mk
+from epscert.matrix import shift_mixture as sm
+from epscert.matrix.loss_tilt import choose_order
+from epscert.matrix.pair import MatrixPair
+from epscert.matrix.strategies import toeplitz_strategy
+from epscert.matrix.strategies.gram import mode_gram
+from epscert.matrix.values import MatrixValueSampler
+
+from .helpers import Z_CLT, agree
+
+
+def binomial_c(bands: int) -> np.ndarray:
+    c = np.ones(bands)
+    for i in range(1, bands):
+        c[i] = c[i - 1] * (2 * i - 1) / (2 * i)
+    return c
+
+
+def pair_of(b: int, sigma: float, bands: int) -> MatrixPair:
+    return MatrixPair(mode_gram(toeplitz_strategy(binomial_c(bands), b), b), sigma)
+
+
+def dense_factor(pair) -> np.ndarray:
+    """M with g = M z (the sampler's own factor, permutation included), column by column."""
+    return pair.noise(np.eye(pair.bins)).T
+
+
+def draws(mixture, eps, count, seed, block=1000):
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(count // block):
+        g, e = mixture.draw(rng, block)
+        out.append(np.exp(mixture.log_values(g, e, eps)))
+    return np.concatenate(out, axis=1)
+
+
+def naive_remove(pair, eps, count, seed):
+    """This file's own δ_remove values: (1 - e^{ε - L})_+ with g = M z + G e_k, k uniform (P itself), dense M."""
+    rng = np.random.default_rng(seed)
+    m = np.linalg.cholesky(pair.g)
+    out = []
+    for _ in range(count // 2000):
+        g = rng.standard_normal((2000, pair.bins)) @ m.T + pair.g[rng.integers(0, pair.bins, 2000)]
+        x = g - 0.5 * np.diag(pair.g)
+        top = x.max(axis=1)
+        loss = top + np.log(np.mean(np.exp(x - top[:, None]), axis=1))
+        out.append(np.maximum(0.0, -np.expm1(np.asarray(eps)[:, None] - loss[None, :])))
+    return np.concatenate(out, axis=1)
+
+
+@pytest.mark.parametrize("b", [200, 600])  # a dense factor and a band one (BAND_MIN_BINS = 512)
+def test_the_exponent_is_that_of_the_shifted_component_at_the_draw(b):
+    pair = pair_of(b, 2.0, 8)
+    assert pair.factor.kind == ("dense" if b < 512 else "band")
+    mixture = sm.ShiftMixture(pair, 0.15)
+    m = dense_factor(pair)
+    # η = t M^T 1: Π_η's mean M η = t G 1
+    assert np.allclose(mixture.shift, mixture.t * pair.g.sum(axis=1), rtol=1e-12, atol=1e-14)
+    rng = np.random.default_rng(3)
+    g, e = mixture.draw(rng, 400)
+    w = np.linalg.solve(m, g.T).T  # the z-space point of each draw
+    expected = w @ mixture.eta - 0.5 * mixture.eta @ mixture.eta
+    assert np.allclose(e, expected, rtol=0, atol=1e-8)
+    # both kinds of rows were drawn: the P rows' points are z + M^T e_k, not z + η
+    shifted = np.isclose(w @ mixture.eta - mixture.eta @ mixture.eta,
+                         (w - mixture.eta) @ mixture.eta, atol=1e-9)
+    assert 0 < np.count_nonzero(np.abs(e - expected) < 1e-8) == 400 and shifted.all()
+
+
+@pytest.mark.parametrize("eps_ref", [0.0, 0.15])
+def test_the_likelihood_ratio_has_mean_one(eps_ref):
+    """Far below every loss (ε = -40) a value is dP/dπ = e^L/(λ e^L + (1 - λ) dΠ_η/dQ) (to e^-40 relative), whose
+    mean under π is exactly 1 for any η: a check of both components' densities (a wrong λ or normaliser moves it by
+    far more than Z_CLT standard errors)."""
+    pair = pair_of(600, 2.0, 8)
+    y = draws(sm.ShiftMixture(pair, eps_ref), [-40.0], 20_000, 11)[0]
+    assert abs(y.mean() - 1.0) <= Z_CLT * y.std() / math.sqrt(y.size), (y.mean(), y.std())
+    assert y.std() < 5.0  # finite and moderate (at η = 0 it is below 0.1: there a wrong λ shows at once)
+
+
+@pytest.mark.parametrize("eps_ref", [0.0, 0.075])  # η = 0: π = λ P + (1 - λ) Q, where the P share weighs most
+def test_the_mean_is_delta_remove_against_the_naive_values(eps_ref):
+    pair = pair_of(200, 3.0, 8)
+    eps = [0.05, 0.1]
+    mixture = sm.ShiftMixture(pair, eps_ref)
+    ys = draws(mixture, eps, 20_000, 1)
+    yn = naive_remove(pair, eps, 40_000, 2)
+    assert np.all(ys <= mixture.value_range(eps)[:, None])
+    for i in range(len(eps)):
+        se_s, se_n = ys[i].std() / math.sqrt(ys.shape[1]), yn[i].std() / math.sqrt(yn.shape[1])
+        assert agree(ys[i].mean(), se_s, yn[i].mean(), se_n), (eps[i], ys[i].mean(), yn[i].mean())
+        if eps_ref:
+            assert se_s < se_n  # the point of it: a lower standard error than the naive values from half the draws
+
+
+def test_the_mean_agrees_with_the_loss_tilt_where_delta_is_small():
+    pair = pair_of(600, 2.0, 8)  # band factor; the tilt's tables reach θ = 3 here
+    eps = [0.1, 0.15, 0.2]
+    ys = draws(sm.ShiftMixture(pair, 0.15), eps, 20_000, 4)
+    tilt = MatrixValueSampler(pair, "tilted", min(eps), order=choose_order(pair, eps))
+    rng = np.random.default_rng(5)
+    yt = np.concatenate([tilt.draw(rng, 1000, Direction.REMOVE, eps) for _ in range(20)], axis=1)
+    for i in range(len(eps)):
+        assert agree(ys[i].mean(), ys[i].std() / math.sqrt(ys.shape[1]),
+                     yt[i].mean(), yt[i].std() / math.sqrt(yt.shape[1])), (eps[i], ys[i].mean(), yt[i].mean())
+    assert 1e-5 < ys[-1].mean() < 1e-4  # δ small enough that the naive values would need 10^6 draws
+
+
+def test_the_truncated_lcb_covers_delta_over_seeds():
+    """20 seeds of 2,000 draws: the LCB at β = 0.05 below δ_remove (the mean of 40,000 independent draws, whose
+    own error is far below the LCB's gap). Each repetition fails with probability <= 0.05; at most 4 of 20 may
+    (binomial tail 1.6% at 0.05; every failure is a true failure only if the reference is right)."""
+    pair = pair_of(600, 2.0, 8)
+    eps = [0.15]
+    mixture = sm.ShiftMixture(pair, 0.15)
+    reference = draws(mixture, eps, 40_000, 100)[0]
+    delta, se = reference.mean(), reference.std() / math.sqrt(reference.size)
+    taus = truncation_levels(float(mixture.value_range(eps)[0]))
+    failures, gaps = 0, []
+    for seed in range(20):
+        y = draws(mixture, eps, 2000, 200 + seed)[0]
+        lcb = truncated_lcb(np.minimum(y[None, :], taus[:, None]).mean(axis=1), float(taus[0]), y.size, 0.05)
+        failures += lcb > delta + Z_CLT * se
+        gaps.append(lcb / delta)
+    assert failures <= 4
+    assert np.median(gaps) > 0.5  # and it is not vacuous: the bound sits within a factor 2 of δ
+
+
+def test_the_rule_leaves_tables_and_jax_alone():
+    small = pair_of(200, 2.0, 8)  # the tables reach θ >= 4
+    assert not sm.applies(small)
+    assert not sm.applies(small, backend="jax")
+
+
+def test_the_sampler_takes_remove_from_the_mixture_and_keeps_add(monkeypatch):
+    acc = epscert.Accountant(noise_multiplier=2.0, strategy=toeplitz_strategy(binomial_c(8), 600), cycle_length=600,
+                             samples=2000)
+    config = dataclasses.replace(acc.config, methods=(Method.TILTED,), epsilons=(0.1, 0.15, 0.2))
+    plain = value_sampler(config, Method.TILTED)
+    assert plain.shift is None
+    monkeypatch.setattr("epscert.config.samplers.shift_applies", lambda pair, backend=None: True)
+    sampler = value_sampler(config, Method.TILTED)
+    assert isinstance(sampler.shift, sm.ShiftMixture)
+    assert sampler.shift.t == pytest.approx(0.15 / sampler.shift.mean_row)  # ε_ref: the grid's median
+    assert np.array_equal(sampler.value_range(Direction.REMOVE, config.epsilons),
+                          sampler.shift.value_range(config.epsilons))
+    assert np.array_equal(sampler.value_slack(Direction.REMOVE, config.epsilons), np.zeros(3))
+    assert np.array_equal(sampler.value_range(Direction.ADD, config.epsilons),
+                          plain.value_range(Direction.ADD, config.epsilons))
+    # the same stream gives the mixture's own draws for REMOVE and the line's for ADD
+    rng_a, rng_b = np.random.default_rng(9), np.random.default_rng(9)
+    g, e = sampler.shift.draw(rng_b, 64)
+    assert np.array_equal(sampler.draw(rng_a, 64, Direction.REMOVE, config.epsilons),
+                          np.exp(sampler.shift.log_values(g, e, config.epsilons)))
+    rng_a, rng_b = np.random.default_rng(9), np.random.default_rng(9)
+    assert np.array_equal(sampler.draw(rng_a, 64, Direction.ADD, config.epsilons),
+                          plain.draw(rng_b, 64, Direction.ADD, config.epsilons))
+    with pytest.raises(ValueError, match="shift mixture"):
+        sampler.log_values(np.random.default_rng(1), np.zeros((2, 600)), 2, Direction.REMOVE, [0.1])
+    with pytest.raises(ValueError, match="method='tilted' only"):
+        MatrixValueSampler(plain.pair, "conditional", 0.1, shift=sampler.shift)
+
+
+def test_jax_refuses_the_mixture():
+    pytest.importorskip("jax")
+    from epscert.matrix import jax_kernels
+
+    pair = pair_of(600, 2.0, 8)
+    sampler = MatrixValueSampler(pair, "tilted", 0.1, order=2, shift=sm.ShiftMixture(pair, 0.15))
+    with pytest.raises(ValueError, match="shift mixture"):
+        jax_kernels.check_supported(sampler, Method.TILTED)
+
+
+def test_a_draw_whose_exponent_bound_exceeds_the_allowance_raises(monkeypatch):
+    pair = pair_of(200, 2.0, 8)
+    mixture = sm.ShiftMixture(pair, 0.1)
+    mixture.draw(np.random.default_rng(0), 10)  # within the allowance here
+    monkeypatch.setattr(sm, "EXPONENT_ALLOWANCE", 1e-18)
+    with pytest.raises(FloatingPointError, match="exponent error bound"):
+        mixture.draw(np.random.default_rng(0), 10)
+
+
+def test_bad_reference_is_refused():
+    with pytest.raises(ValueError, match="eps_ref"):
+        sm.ShiftMixture(pair_of(50, 2.0, 4), math.inf)
+
+
+def test_levels_and_log_values_at_the_edges():
+    pair = pair_of(200, 2.0, 8)
+    mixture = sm.ShiftMixture(pair, 0.1)
+    g, e = mixture.draw(np.random.default_rng(2), 50)
+    loss = mk.log_mean_exp(np, g - pair.half_diag)
+    logs = mixture.log_values(g, e, [-1.0, float(np.max(loss)) + 1.0])
+    assert np.all(np.isfinite(logs[0])) and np.all(logs[1] == -np.inf)  # L > -1 always; nothing above max L
+    assert LEVELS == truncation_levels(8.0).size
+
+
+def test_the_rule_takes_the_mixture_where_the_tilt_reaches_order_two_and_the_block_law_applies():
+    """b = 3000, 64 bands (natural blocks of 65 bins: the block law applies; the tables reach θ = 2 and the cluster
+    proposal does not form) takes it; b = 2000 with 16 bands (cluster orders up to 11) does not."""
+    assert sm.applies(pair_of(3000, 2.0, 64))
+    assert not sm.applies(pair_of(3000, 2.0, 64), backend="jax")
+    assert not sm.applies(pair_of(2000, 2.0, 16))
