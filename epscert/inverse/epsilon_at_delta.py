@@ -202,23 +202,44 @@ def two_sided_grid(search: CertifyConfig, brackets: dict, direction: str, fine_p
     """The certifying grid of a two-sided inversion (placement only: any fixed grid keeps the certificate valid).
 
     A second search pass (``search``'s seed, :data:`SEARCH_POINTS` steps of h across each coarse
-    bracket [low, top]) finds the first ε with UCB <= δ (u) and the last below it with LCB > δ (l);
-    the certifying pass gets ``fine_points`` steps across [l - h, u + h], a span of a few h, so its
-    resolution is far finer than the coarse steps' for the same number of ε values, plus the coarse
-    points of [low, top] (a coarse answer if its own crossings fall outside the fine span).
+    bracket [low, top]) finds the first ε with UCB <= δ (u) and the last below it with LCB > δ (l), and
+    where it can, the crossings between them and their neighbours by log-linear interpolation of the two
+    curves (û, l̂). The certifying pass gets ``fine_points`` - ``fine_points`` // 4 steps across
+    [l̂ - h/4, û + h/4] and ``fine_points`` // 4 across [l - h, u + h] (the span the crossings lie in
+    whatever the interpolation says), plus the coarse points of [low, top] (a coarse answer if its own
+    crossings fall outside both spans). At n = b = 10^4, 64 bands, σ = 2, δ = 10⁻⁶ the search's h is 0.047
+    and u - l one h: one span of 32 steps had a resolution of 0.0044, the interpolated one 0.0012.
     """
     spans = sorted({e for _, top, low in brackets.values() for e in np.linspace(low, top, SEARCH_POINTS + 1).tolist()})
     eps, _, ucb, lcb = _curve(sampled(dataclasses.replace(search, epsilons=tuple(spans)), progress, passes), direction)
     grid: set[float] = set()
+    wide = fine_points // 4
     for delta, (_, top, low) in brackets.items():
         step = (top - low) / SEARCH_POINTS
         crossed = np.flatnonzero(ucb <= delta)
         upper = float(eps[crossed[0]]) if crossed.size else top
+        near_upper = log_crossing(eps, ucb, delta, int(crossed[0])) if crossed.size else upper
         above = np.flatnonzero((lcb > delta) & (eps < upper))
         lower = float(eps[above[-1]]) if above.size else low
-        grid.update(np.linspace(max(0.0, lower - step), upper + step, fine_points + 1).tolist())
+        near_lower = log_crossing(eps, lcb, delta, int(above[-1]) + 1) if above.size else lower
+        grid.update(np.linspace(max(0.0, lower - step), upper + step, wide + 1).tolist())
+        grid.update(np.linspace(max(0.0, min(near_lower, near_upper) - step / 4), near_upper + step / 4,
+                                fine_points - wide + 1).tolist())
         grid.update(e for e in search.epsilons if low <= e <= top)  # coarse fallbacks if the crossings moved
     return sorted(grid)
+
+
+def log_crossing(eps: np.ndarray, curve: np.ndarray, delta: float, index: int) -> float:
+    """Where the line through (ε_{i-1}, log curve_{i-1}) and (ε_i, log curve_i) meets log δ, i = ``index``, for a
+    curve above δ at i - 1 and at or below it at i; ε_i where that does not hold or a value is not positive
+    (placement only: :func:`two_sided_grid`)."""
+    if index <= 0 or index >= eps.size:
+        return float(eps[min(max(index, 0), eps.size - 1)])
+    a, b = float(curve[index - 1]), float(curve[index])
+    if not (a > delta >= b > 0.0):
+        return float(eps[index])
+    t = math.log(a / delta) / math.log(a / b)
+    return float(eps[index - 1] + t * (eps[index] - eps[index - 1]))
 
 
 def mc_epsilon_floor(config: CertifyConfig, method: Method, coarse: Sequence[float] = DEFAULT_COARSE_GRID) -> float:

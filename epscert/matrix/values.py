@@ -394,6 +394,8 @@ class MatrixValueSampler(ValueSampler):
     events are those of ε0, valid for every ε >= ε0); ``order`` the tilt order θ of 'tilted', required
     there (:func:`~epscert.matrix.cluster_tilt.choose_order` over the run's grid, in
     :func:`epscert.config.samplers.value_sampler`: loss_tilt's tables, or clusters for one participation).
+    'tilted' takes REMOVE from ``shift`` (:class:`~epscert.matrix.shift_mixture.ShiftMixture`) where given
+    (:func:`epscert.matrix.shift_mixture.applies`: the tilt reaches no order above 2 and the block law bounds REMOVE).
     'tilted' uses the conditional estimator's mean line for ADD (its range Φ(ŝ(ε)/√v_u) falls with every ε of the grid; the importance estimator's P_V(ε0) does not,
     and a wide grid left the 'both' UCB at its ADD range).
     """

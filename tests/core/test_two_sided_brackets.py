@@ -30,3 +30,43 @@ def test_no_crossing_on_either_side_or_one_sided_gives_no_bracket():
     ucb = np.full(GRID.size, 1e-2)
     assert _brackets(GRID, ucb, [1e-6], np.zeros(GRID.size)) == {}
     assert _brackets(GRID, ucb, [1e-6], None) == {}  # one-sided inversions are unchanged
+
+
+def test_log_crossing_is_exact_on_an_exponential_curve_and_falls_back_elsewhere():
+    from epscert.inverse.epsilon_at_delta import log_crossing
+
+    eps = np.linspace(0.1, 0.5, 9)
+    curve = 3e-5 * np.exp(-60.0 * (eps - 0.1))  # δ = 1e-6 at 0.1 + log(30)/60
+    i = int(np.flatnonzero(curve <= 1e-6)[0])
+    assert abs(log_crossing(eps, curve, 1e-6, i) - (0.1 + np.log(30.0) / 60.0)) < 1e-12
+    assert log_crossing(eps, curve, 1e-6, 0) == eps[0]  # no point before it
+    assert log_crossing(eps, curve, 1e-6, i + 1) == eps[i + 1]  # not a crossing there
+    zero = curve.copy()
+    zero[i] = 0.0
+    assert log_crossing(eps, zero, 1e-6, i) == eps[i]  # no log of 0
+
+
+def test_the_certifying_grid_is_fine_around_the_interpolated_crossings(monkeypatch):
+    """Synthetic search curves (exponential, UCB 3x the LCB): the grid has steps of at most h/16 around both
+    crossings, where one span across [l - h, u + h] had (3h)/32; the wide span and the coarse points stay."""
+    import dataclasses
+
+    from epscert.inverse import epsilon_at_delta as ead
+
+    search_eps = np.linspace(0.125, 0.5, 9)  # the search's h = 0.046875
+    ucb = 1e-4 * np.exp(-80.0 * (search_eps - 0.125))
+    lcb = ucb / 3.0
+    monkeypatch.setattr(ead, "sampled", lambda config, progress, passes: None)
+    monkeypatch.setattr(ead, "_curve", lambda table, direction: (search_eps, ucb / 2, ucb, lcb))
+
+    class Search:
+        epsilons = (0.0, 0.125, 0.25, 0.5, 0.75)
+
+    monkeypatch.setattr(dataclasses, "replace", lambda config, **kw: config)
+    grid = np.array(ead.two_sided_grid(Search(), {1e-6: (0.125, 0.5, 0.125)}, "both", 32))
+    h = (0.5 - 0.125) / 8
+    for crossing in (0.125 + np.log(100.0) / 80.0, 0.125 + np.log(100.0 / 3.0) / 80.0):
+        below, above = grid[grid <= crossing].max(), grid[grid > crossing].min()
+        assert above - below <= h / 16 + 1e-12, (crossing, below, above)
+    assert {0.125, 0.25, 0.5} <= set(grid.tolist())  # coarse fallbacks of [low, top]
+    assert grid.min() <= 0.125 + np.log(100.0 / 3.0) / 80.0 - h  # the wide span from l - h
