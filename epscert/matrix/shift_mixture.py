@@ -39,24 +39,32 @@ about t r̄, r̄ = 1^T G 1 / b (the mean row sum). t = ε_ref / r̄ with ε_ref 
 the draws; any η keeps Y unbiased with the same range, the choice moves only the variance). Measured at n = b = 10^4,
 64 bands, σ = 2 (5,000 draws of Π_η alone, one core, 0.4 ms a draw): the relative standard deviation of Y at
 ε = 0.178-0.19 was 8-11 at t r̄ = 0.08, 4.3-4.8 at 0.16-0.18 and 6.6-6.9 at 0.20; at ε = 0.22-0.24 (δ ≈ 2·10⁻⁸ to
-3·10⁻⁹) 6-7 at t r̄ = 0.22; at 0.26-0.29 (δ ≈ 3·10⁻¹⁰ to 8·10⁻¹²) 9-23 at 0.22-0.28.
+3·10⁻⁹) 6-7 at t r̄ = 0.22; at 0.26-0.29 (δ ≈ 3·10⁻¹⁰ to 8·10⁻¹²) 9-23 at 0.22-0.28. The mixture itself (heavy
+draws are rare, so these figures move between runs): 7 in the certifying pass of 10⁵ draws at δ = 10⁻⁶ (a standard
+error of 2.2% of δ), 6-17 in a reviewer's runs of 2-4·10⁴ draws.
 
 Drawing (exact law). A row is a P row when an integer uniform on {0, .., DEFENSIVE - 1} is 0 (probability λ exactly),
 with its mode k uniform on {0, .., b - 1} (numpy's bounded integers are exact): g = M z + G e_k, whose z-space point
 is w = z + M^T e_k (G e_k = M M^T e_k), so η^T w = η^T z + (M η)_k. Otherwise g = M (z + η) and η^T w = η^T z + |η|².
 So η^T w - |η|²/2 = η^T z + (m_k for a P row, else |η|²) - |η|²/2, m = M η stored once (``shift``).
 
-Rounding. η, m and |η|² are fixed vectors and numbers, so the law drawn is exactly π for the stored η (with the
-convention above); what must be accurate is the exponent e = η^T w - |η|²/2 of each value, as its error moves log Y
-by at most as much (the derivative of log(λ + (1 - λ) e^{e - L}) in e is below 1). η^T z is summed in long double
-(unit u_l): its error is at most γ_b(u_l) Σ_k |η_k z_k| (γ_n = n u/(1 - n u)), computed for every row; m_k, a sum of
-at most K products of the factor (K its stored diagonals, or b for a dense one), is within γ_K(2^-53) (|M| |η|)_k,
-bounded once over k; |η|² (b squares, long double) within γ_b(u_l) |η|². Every row's bound, raised by 1%, must be
-at most ``EXPONENT_ALLOWANCE`` = FLOAT_REL/4, else the draw raises FloatingPointError (at the setting above the
-bound is about 2·10⁻¹³); the rest (the logs and exponentials of a few terms) is within a few ulp. So every computed
-value is within FLOAT_REL relative of the exact value at the computed loss, the allowance by which
-:func:`epscert.results.rows.matrix_value_rows` lowers the LCB and raises the UCB. Platforms whose long double is the
-double itself do not use the mixture (:func:`applies`).
+Rounding. η, m and |η|² are fixed vectors and numbers, so the law drawn is π for the stored η (with the convention
+above, which also covers G e_k = M M^T e_k up to the factor's rounding); what must be accurate is the exponent
+e = η^T w - |η|²/2 of each value, as its error moves log Y by at most as much (the derivative of
+log(λ + (1 - λ) e^{e - L}) in e is below 1). η^T z is summed in long double (unit u_l): its error is at most
+γ_b(u_l) Σ_k |η_k z_k| (γ_n = n u/(1 - n u)), computed for every row, plus u of it for the rounding to double;
+the shifted rows' point is fl(z + η), within u (|z_k| + |η_k|) of z + η entrywise, which moves η^T w by at most
+u (Σ_k |η_k z_k| + |η|²); m_k, a sum of at most K products of the factor (K the band product's terms, or b for a
+dense factor), is within γ_K(2^-53) (|M| |η|)_k, bounded once over k; |η|² (b squares, long double) within
+γ_b(u_l) |η|²; the exponent's additions within 4 ulps of its terms. Every row's bound must be at most
+``EXPONENT_ALLOWANCE`` = FLOAT_REL/4, else the draw raises FloatingPointError (at the setting above the bound is
+about 2·10⁻¹³ on x86-64, whose long double has u_l = 2^-64; where long double is the double itself the bound is
+about 4·10⁻¹⁰ there and may exceed it: the draw then refuses rather than the rule switching estimators by platform,
+so shards merged from several machines are always of one estimator). In :meth:`ShiftMixture.log_values` e - L is
+formed with an absolute error of at most u (|e| + |L|), checked against the same allowance; the rest (a log1p, an
+expm1, a logaddexp) is within a few ulp relative. So every computed value is within FLOAT_REL relative of the
+exact value at the computed loss, the allowance by which :func:`epscert.results.rows.matrix_value_rows` lowers the
+LCB and raises the UCB.
 """
 
 from __future__ import annotations
@@ -93,12 +101,14 @@ def applies(pair, backend: str | None = None) -> bool:
     """Whether 'tilted' takes its REMOVE values from the shift mixture (deterministic, before any draw): the block law
     gives REMOVE's upper bound (:func:`epscert.matrix.block_law.applies`), the loss tilt reaches no order above 2
     (:func:`~epscert.matrix.loss_tilt.max_order` and the cluster orders of :mod:`epscert.matrix.cluster_tilt`), the
-    backend is not JAX (the mixture has numpy kernels only) and long double is wider than double here."""
+    backend is not JAX (the mixture has numpy kernels only). The platform does not enter (shards merged from several
+    machines are of one estimator); where long double is the double itself the rounding guard of :meth:`ShiftMixture.draw`
+    may refuse a draw instead."""
     from epscert.matrix.block_law import applies as law_applies
     from epscert.matrix.cluster_tilt import cluster_order_range
     from epscert.matrix.loss_tilt import max_order
 
-    if backend == "jax" or long_unit() > 2.0**-60:
+    if backend == "jax":
         return False
     if max(max_order(pair), cluster_order_range(pair)[0]) > 2:
         return False
@@ -167,21 +177,12 @@ class ShiftMixture:
         z = rng.standard_normal((n, b))
         p_rows = rng.integers(0, DEFENSIVE, size=n) == 0
         modes = rng.integers(0, b, size=n)
-        dots = np.empty(n)
-        bounds = np.empty(n)
-        eta_l = self.eta.astype(np.longdouble)
-        step = max(1, LONG_BLOCK_ELEMENTS // b)
-        for start in range(0, n, step):
-            part = z[start:start + step]
-            dots[start:start + step] = (part.astype(np.longdouble) @ eta_l).astype(np.float64)
-            bounds[start:start + step] = np.abs(part) @ self.abs_eta
-        # the long double sum (γ_b(u_l) Σ |η_k z_k|, that sum computed within 1e-6 relative), its rounding to double,
-        # and the three additions of the exponent (4 ulps of the terms' sizes)
-        error = (self.dot_gamma * bounds * (1.0 + 1e-6) + self.fixed_error
-                 + 2.0**-50 * (np.abs(dots) + self.term_size))
+        dots, error = self.dots(z)
+        error = error + self.fixed_error + 2.0**-50 * (np.abs(dots) + self.term_size)
         if not bool(np.all(error <= EXPONENT_ALLOWANCE)):
             raise FloatingPointError(f"the shift mixture's exponent error bound {float(np.max(error)):.3g} exceeds "
-                                     f"{EXPONENT_ALLOWANCE:.3g} (epscert.matrix.shift_mixture, Rounding)")
+                                     f"{EXPONENT_ALLOWANCE:.3g} (epscert.matrix.shift_mixture, Rounding; long double "
+                                     f"unit here {long_unit():.3g})")
         shift_rows = ~p_rows
         z[shift_rows] += self.eta
         g = pair.noise(z)
@@ -189,9 +190,29 @@ class ShiftMixture:
         exponent = dots + np.where(p_rows, self.shift[modes], self.norm_sq) - 0.5 * self.norm_sq
         return g, exponent
 
+    def dots(self, z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(η^T z per row, summed in long double and rounded to double; a bound on each one's error): γ_b(u_l) Σ_k
+        |η_k z_k| (that sum computed within 1e-6 relative), the rounding to double, and the rounding of z + η on the
+        shifted rows (u (Σ_k |η_k z_k| + |η|²): the z-space point is fl(z + η))."""
+        n, b = z.shape
+        dots = np.empty(n)
+        sizes = np.empty(n)
+        eta_l = self.eta.astype(np.longdouble)
+        step = max(1, LONG_BLOCK_ELEMENTS // b)
+        for start in range(0, n, step):
+            part = z[start:start + step]
+            dots[start:start + step] = (part.astype(np.longdouble) @ eta_l).astype(np.float64)
+            sizes[start:start + step] = np.abs(part) @ self.abs_eta
+        sizes *= 1.0 + 1e-6
+        return dots, self.dot_gamma * sizes + 2.0**-53 * (np.abs(dots) + sizes + self.norm_sq)
+
     def log_values(self, g: np.ndarray, exponent: np.ndarray, eps) -> np.ndarray:
         """(|ε|, n) logs of Y = (1 - e^{ε - L})_+ / (λ + (1 - λ) e^{e - L}) (-inf where L <= ε)."""
         loss = mk.log_mean_exp(np, g - self.pair.half_diag)
+        # e - L is formed with an absolute error of at most u (|e| + |L|) (rounded up to 4u)
+        if not bool(np.all(2.0**-51 * (np.abs(exponent) + np.abs(loss)) <= EXPONENT_ALLOWANCE)):
+            raise FloatingPointError("the shift mixture's exponent minus the loss is formed with an error above "
+                                     f"{EXPONENT_ALLOWANCE:.3g} (epscert.matrix.shift_mixture, Rounding)")
         log_den = np.logaddexp(self.log_lambda, self.log_rest + exponent - loss)
         eps = np.asarray(eps, dtype=np.float64)[:, None]
         gap = np.minimum(eps - loss[None, :], 0.0)

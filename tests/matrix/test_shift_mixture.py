@@ -79,15 +79,19 @@ def test_the_exponent_is_that_of_the_shifted_component_at_the_draw(b):
     m = dense_factor(pair)
     # η = t M^T 1: Π_η's mean M η = t G 1
     assert np.allclose(mixture.shift, mixture.t * pair.g.sum(axis=1), rtol=1e-12, atol=1e-14)
-    rng = np.random.default_rng(3)
-    g, e = mixture.draw(rng, 400)
+    g, e = mixture.draw(np.random.default_rng(3), 400)
     w = np.linalg.solve(m, g.T).T  # the z-space point of each draw
     expected = w @ mixture.eta - 0.5 * mixture.eta @ mixture.eta
     assert np.allclose(e, expected, rtol=0, atol=1e-8)
-    # both kinds of rows were drawn: the P rows' points are z + M^T e_k, not z + η
-    shifted = np.isclose(w @ mixture.eta - mixture.eta @ mixture.eta,
-                         (w - mixture.eta) @ mixture.eta, atol=1e-9)
-    assert 0 < np.count_nonzero(np.abs(e - expected) < 1e-8) == 400 and shifted.all()
+    # the same stream replayed: which rows were P rows and their modes; both kinds were drawn, the P rows' points
+    # are z + M^T e_k and the others' z + η
+    replay = np.random.default_rng(3)
+    z = replay.standard_normal((400, b))
+    p_rows = replay.integers(0, sm.DEFENSIVE, size=400) == 0
+    modes = replay.integers(0, b, size=400)
+    assert 20 < np.count_nonzero(p_rows) < 80
+    assert np.allclose(w[p_rows] - z[p_rows], m[modes[p_rows]], rtol=0, atol=1e-8)  # row k of M: M^T e_k
+    assert np.allclose(w[~p_rows] - z[~p_rows], mixture.eta, rtol=0, atol=1e-8)
 
 
 @pytest.mark.parametrize("eps_ref", [0.0, 0.15])
@@ -130,14 +134,17 @@ def test_the_mean_agrees_with_the_loss_tilt_where_delta_is_small():
 
 
 def test_the_truncated_lcb_covers_delta_over_seeds():
-    """20 seeds of 2,000 draws: the LCB at β = 0.05 below δ_remove (the mean of 40,000 independent draws, whose
-    own error is far below the LCB's gap). Each repetition fails with probability <= 0.05; at most 4 of 20 may
-    (binomial tail 1.6% at 0.05; every failure is a true failure only if the reference is right)."""
+    """20 seeds of 2,000 draws: the LCB at β = 0.05 below δ_remove, the reference an independent estimator's (the
+    loss tilt's mean from 40,000 draws, its standard error a few percent, far below the LCB's gap). Each repetition
+    fails with probability <= 0.05; at most 4 of 20 may (binomial tail 1.6% at 0.05)."""
     pair = pair_of(600, 2.0, 8)
     eps = [0.15]
     mixture = sm.ShiftMixture(pair, 0.15)
-    reference = draws(mixture, eps, 40_000, 100)[0]
+    tilt = MatrixValueSampler(pair, "tilted", min(eps), order=choose_order(pair, eps))
+    rng = np.random.default_rng(100)
+    reference = np.concatenate([tilt.draw(rng, 2000, Direction.REMOVE, eps)[0] for _ in range(20)])
     delta, se = reference.mean(), reference.std() / math.sqrt(reference.size)
+    assert se < 0.1 * delta
     taus = truncation_levels(float(mixture.value_range(eps)[0]))
     failures, gaps = 0, []
     for seed in range(20):
@@ -203,6 +210,39 @@ def test_a_draw_whose_exponent_bound_exceeds_the_allowance_raises(monkeypatch):
         mixture.draw(np.random.default_rng(0), 10)
 
 
+def test_the_range_is_one_over_lambda_and_the_values_reach_above_one():
+    """value_range is 8 (1 + 4 FLOAT_REL), and the values come near it: at η = 0 on a pair with a large loss (σ = 0.5)
+    Y = (1 - e^{ε - L})/(λ + (1 - λ) e^{-L}) -> 8 as L grows (a range of 1 would be unsound)."""
+    pair = pair_of(50, 0.5, 4)
+    mixture = sm.ShiftMixture(pair, 0.0)
+    assert np.array_equal(mixture.value_range([0.1, 1.0]), np.full(2, 8.0 * (1.0 + 4 * mk.FLOAT_REL)))
+    y = draws(mixture, [0.1], 4000, 6)[0]
+    assert 4.0 < y.max() <= 8.0
+
+
+def test_the_dot_product_is_summed_within_its_bound_where_double_is_not():
+    """Rows whose first and last terms are ±9·10^17 and the rest about 30 (positive): a sum in double (sequential)
+    loses every middle term (its ulp at 9·10^17 is 128), the long double one keeps them; both against the exact rational sum,
+    the long double one within the bound :meth:`ShiftMixture.dots` returns, the double one outside it (so a draw
+    summed in double would break the bound). Where long double is double this is skipped."""
+    from fractions import Fraction
+
+    if sm.long_unit() > 2.0**-60:
+        pytest.skip("long double is double here")
+    pair = pair_of(1000, 2.0, 8)
+    mixture = sm.ShiftMixture(pair, 0.15)
+    rng = np.random.default_rng(8)
+    z = 30.0 * (1.0 + 0.1 * rng.random((4, pair.bins))) / mixture.eta
+    z[:, 0] = 9e17 / mixture.eta[0]
+    z[:, -1] = -9e17 / mixture.eta[-1]
+    dots, bound = mixture.dots(z)
+    for i in range(4):
+        exact = sum(Fraction(float(a)) * Fraction(float(c)) for a, c in zip(mixture.eta, z[i]))
+        assert abs(Fraction(float(dots[i])) - exact) <= Fraction(float(bound[i]))
+        in_double = float(np.cumsum(z[i] * mixture.eta)[-1])  # sequential double sum
+        assert abs(Fraction(in_double) - exact) > Fraction(float(bound[i]))  # the data discriminates
+
+
 def test_bad_reference_is_refused():
     with pytest.raises(ValueError, match="eps_ref"):
         sm.ShiftMixture(pair_of(50, 2.0, 4), math.inf)
@@ -220,7 +260,9 @@ def test_levels_and_log_values_at_the_edges():
 
 def test_the_rule_takes_the_mixture_where_the_tilt_reaches_order_two_and_the_block_law_applies():
     """b = 3000, 64 bands (natural blocks of 65 bins: the block law applies; the tables reach θ = 2 and the cluster
-    proposal does not form) takes it; b = 2000 with 16 bands (cluster orders up to 11) does not."""
+    proposal does not form) takes it; b = 2000 with 16 bands (cluster orders up to 11) does not, nor does σ = 0.3
+    (the block law's tail test fails there, so REMOVE's upper bound would be the range-8 values')."""
     assert sm.applies(pair_of(3000, 2.0, 64))
     assert not sm.applies(pair_of(3000, 2.0, 64), backend="jax")
     assert not sm.applies(pair_of(2000, 2.0, 16))
+    assert not sm.applies(pair_of(3000, 0.3, 64))  # θ <= 2 and no clusters, but the block law does not apply
