@@ -4,6 +4,8 @@ that the sampled UCB does not reach, and the certified lower side was lost)."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from epscert.inverse.epsilon_at_delta import _brackets, lower_epsilon
@@ -70,3 +72,54 @@ def test_the_certifying_grid_is_fine_around_the_interpolated_crossings(monkeypat
         assert above - below <= h / 16 + 1e-12, (crossing, below, above)
     assert {0.125, 0.25, 0.5} <= set(grid.tolist())  # coarse fallbacks of [low, top]
     assert grid.min() <= 0.125 + np.log(100.0 / 3.0) / 80.0 - h  # the wide span from l - h
+
+
+def test_only_the_certifying_pass_draws_on_the_user_seed(monkeypatch):
+    """The coarse pass and the second search (which place the certifying grid) run on seed + 1; the certifying pass,
+    whose rows give both sides, on the user's seed, with the grid the searches fixed."""
+    import dataclasses
+
+    import epscert
+    from epscert.config import Method
+    from epscert.inverse import epsilon_at_delta as ead
+    from epscert.matrix.strategies import toeplitz_strategy
+
+    acc = epscert.Accountant(noise_multiplier=2.0, strategy=toeplitz_strategy([1.0, 0.5], 40), cycle_length=10,
+                             samples=2000, seed=5)
+    config = dataclasses.replace(acc.config, methods=(Method.TILTED,))
+    calls = []
+    real = ead.sampled
+
+    def recording(cfg, progress, passes=None):
+        calls.append((cfg.seed, tuple(cfg.epsilons)))
+        return real(cfg, progress, passes)
+
+    monkeypatch.setattr(ead, "sampled", recording)
+    rows = ead.mc_epsilon_rows(config, Method.TILTED, [1e-3])
+    assert len(calls) == 3
+    assert [seed for seed, _ in calls] == [6, 6, 5]
+    assert calls[1][1] != calls[0][1] and calls[2][1] not in (calls[0][1], calls[1][1])
+    assert math.isfinite(rows[0]["epsilon_upper"]) and rows[0]["epsilon_lower"] is not None
+
+
+def test_a_search_curve_without_a_crossing_keeps_the_bracket(monkeypatch):
+    """No UCB <= δ in the second search (the sampled upper side did not reach δ there) and no LCB > δ: the grid still
+    spans the bracket [low - h, top + h] around the coarse points, with no interpolated span outside it."""
+    import dataclasses
+
+    from epscert.inverse import epsilon_at_delta as ead
+
+    search_eps = np.linspace(0.125, 0.5, 9)
+    ucb = np.full(9, 1e-2)
+    lcb = np.full(9, 1e-9)
+    monkeypatch.setattr(ead, "sampled", lambda config, progress, passes: None)
+    monkeypatch.setattr(ead, "_curve", lambda table, direction: (search_eps, ucb, ucb, lcb))
+
+    class Search:
+        epsilons = (0.0, 0.125, 0.25, 0.5, 0.75)
+
+    monkeypatch.setattr(dataclasses, "replace", lambda config, **kw: config)
+    grid = np.array(ead.two_sided_grid(Search(), {1e-6: (0.125, 0.5, 0.125)}, "both", 32))
+    h = (0.5 - 0.125) / 8
+    assert grid.min() >= 0.125 - h - 1e-12 and grid.max() <= 0.5 + h + 1e-12
+    assert {0.125, 0.25, 0.5} <= set(grid.tolist())
