@@ -266,3 +266,33 @@ def test_the_rule_takes_the_mixture_where_the_tilt_reaches_order_two_and_the_blo
     assert not sm.applies(pair_of(3000, 2.0, 64), backend="jax")
     assert not sm.applies(pair_of(2000, 2.0, 16))
     assert not sm.applies(pair_of(3000, 0.3, 64))  # θ <= 2 and no clusters, but the block law does not apply
+
+
+@pytest.mark.slow
+def test_the_rows_where_the_mixture_applies():
+    """b = 3000, 64 bands, σ = 2 (the rule takes the mixture): the certifying rows' REMOVE values are the mixture's
+    (range 8, no slack), REMOVE's UCB takes the block law (its bound name), and at every ε the REMOVE LCB is below
+    the UCB and below the mean, which sits within Z_CLT standard errors of this file's own shift-free
+    estimate (the loss tilt at θ = 2, an independent stream and estimator) where that one resolves δ."""
+    from epscert.results.tables import certify_config
+
+    acc = epscert.Accountant(noise_multiplier=2.0, strategy=toeplitz_strategy(binomial_c(64), 3000), cycle_length=3000,
+                             samples=20_000)
+    eps = (0.05, 0.1, 0.15)
+    config = dataclasses.replace(acc.config, methods=(Method.TILTED,), epsilons=eps)
+    sampler = value_sampler(config, Method.TILTED)
+    assert isinstance(sampler.shift, sm.ShiftMixture)
+    rows = [r for r in certify_config(config).to_pylist() if r["direction"] == "remove"]
+    assert len(rows) == len(eps)
+    tilt = MatrixValueSampler(sampler.pair, "tilted", min(eps), order=2)
+    rng = np.random.default_rng(77)
+    yt = np.concatenate([tilt.draw(rng, 1000, Direction.REMOVE, eps) for _ in range(20)], axis=1)
+    compared = 0
+    for r, y in zip(rows, yt):
+        assert "+block_law" in r["bound"]
+        assert r["delta_lower"] <= r["delta"] and r["delta_lower"] <= r["delta_upper"]
+        se_t = y.std() / math.sqrt(y.size)
+        if se_t < 0.2 * y.mean():
+            assert agree(r["delta"], r["std_error"], y.mean(), se_t), (r["epsilon"], r["delta"], y.mean())
+            compared += 1
+    assert compared >= 1
