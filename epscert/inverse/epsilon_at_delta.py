@@ -46,7 +46,8 @@ rest is deterministic), on events already counted in the rows' β. So the upper 
 answer to the first of ``REFINE_POINTS`` - 1 points of the step below it where those bounds alone are <= δ in every
 direction, though that point was chosen after the samples: at n = b = 10^4, 64 bands, σ = 2 the grid's steps are
 1/1024 to 1/256 there, and the upper sides moved from 0.1910, 0.2422 and 0.2930 (grid points) to 0.1906, 0.2408 and
-0.2914 at 10⁻⁶, 10⁻⁸ and 10⁻¹⁰.
+0.2914 at 10⁻⁶, 10⁻⁸ and 10⁻¹⁰ (with the grid placed as :func:`two_sided_grid` now places it: 0.1905, 0.2407 and
+0.2913).
 """
 
 from __future__ import annotations

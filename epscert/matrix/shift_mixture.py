@@ -74,22 +74,20 @@ import math
 import numpy as np
 
 from epscert.matrix import kernels as mk
+from epscert.matrix.add_decoupled import gamma_n
+from epscert.matrix.block_law import applies as law_applies
+from epscert.matrix.cluster_tilt import cluster_order_range
 from epscert.matrix.kernels import FLOAT_REL
+from epscert.matrix.loss_tilt import max_order
 
 #: λ = 1/DEFENSIVE: the share of P draws (a power of two is not needed: the draw is an integer uniform).
 DEFENSIVE = 8
 #: Largest error bound of a value's exponent (module docstring, Rounding).
 EXPONENT_ALLOWANCE = FLOAT_REL / 4
+#: Factor on every γ_n (Higham's bound, :func:`~epscert.matrix.add_decoupled.gamma_n`) for its own rounding.
+ROUND_UP = 1.01
 #: Longest (rows, b) block of long double products formed at once (cost only: the sums are per row).
 LONG_BLOCK_ELEMENTS = 2**18
-
-
-def _gamma(n: int, unit: float) -> float:
-    """γ_n = n u/(1 - n u), the relative error bound of a sum of n products (rounded up by 1%)."""
-    nu = n * unit
-    if nu >= 0.5:
-        return math.inf
-    return 1.01 * nu / (1.0 - nu)
 
 
 def long_unit() -> float:
@@ -104,10 +102,6 @@ def applies(pair, backend: str | None = None) -> bool:
     backend is not JAX (the mixture has numpy kernels only). The platform does not enter (shards merged from several
     machines are of one estimator); where long double is the double itself the rounding guard of :meth:`ShiftMixture.draw`
     may refuse a draw instead."""
-    from epscert.matrix.block_law import applies as law_applies
-    from epscert.matrix.cluster_tilt import cluster_order_range
-    from epscert.matrix.loss_tilt import max_order
-
     if backend == "jax":
         return False
     if max(max_order(pair), cluster_order_range(pair)[0]) > 2:
@@ -146,23 +140,23 @@ class ShiftMixture:
         self.mean_row = float(np.sum(pair.g)) / b
         self.t = max(float(eps_ref), 0.0) / self.mean_row if self.mean_row > 0 else 0.0
         self.eta = self.t * column_sums(pair)
-        eta_l = self.eta.astype(np.longdouble)
+        self.eta_long = self.eta.astype(np.longdouble)
         unit_l = long_unit()
-        self.norm_sq = float(np.dot(eta_l, eta_l))
+        self.norm_sq = float(np.dot(self.eta_long, self.eta_long))
         self.shift = pair.noise(self.eta[None, :])[0]  # m = M η: Π_η's mean
         f = pair.factor
         # products summed per entry of M η: b (dense), 1 (diagonal), 2K (the band's two K x K blocks, kernels)
         terms = b if f.kind == "dense" else (1 if f.kind == "diag" else 2 * f.band.shape[0])
         self.abs_eta = np.abs(self.eta)
         # |fl(m_k) - m_k| <= γ_K (|M| |η|)_k, the computed |M| |η| itself within γ_K of the exact one
-        gamma_m = _gamma(terms, 2.0**-53)
+        gamma_m = ROUND_UP * gamma_n(terms)
         m_error = gamma_m * (1.0 + 2.0 * gamma_m) * float(np.max(mk.apply_factor(np, self.abs_eta[None, :],
                                                                                   abs_factor_tuple(pair))[0]))
         #: error bound of every exponent but the row's terms: m_k, |η|² (summed in long double, then rounded)
-        self.fixed_error = m_error + (_gamma(b, unit_l) + 2.0**-52) * self.norm_sq
+        self.fixed_error = m_error + (ROUND_UP * gamma_n(b, unit_l) + 2.0**-52) * self.norm_sq
         #: |m|_max + |η|²: the size of the other terms of an exponent (their additions' rounding)
         self.term_size = float(np.max(np.abs(self.shift))) + 1.5 * self.norm_sq
-        self.dot_gamma = _gamma(b, unit_l)
+        self.dot_gamma = ROUND_UP * gamma_n(b, unit_l)
         self.log_lambda = -math.log(DEFENSIVE)
         self.log_rest = math.log1p(-1.0 / DEFENSIVE)
 
@@ -197,11 +191,10 @@ class ShiftMixture:
         n, b = z.shape
         dots = np.empty(n)
         sizes = np.empty(n)
-        eta_l = self.eta.astype(np.longdouble)
         step = max(1, LONG_BLOCK_ELEMENTS // b)
         for start in range(0, n, step):
             part = z[start:start + step]
-            dots[start:start + step] = (part.astype(np.longdouble) @ eta_l).astype(np.float64)
+            dots[start:start + step] = (part.astype(np.longdouble) @ self.eta_long).astype(np.float64)
             sizes[start:start + step] = np.abs(part) @ self.abs_eta
         sizes *= 1.0 + 1e-6
         return dots, self.dot_gamma * sizes + 2.0**-53 * (np.abs(dots) + sizes + self.norm_sq)

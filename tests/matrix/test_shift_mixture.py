@@ -29,18 +29,13 @@ from epscert.matrix.strategies import toeplitz_strategy
 from epscert.matrix.strategies.gram import mode_gram
 from epscert.matrix.values import MatrixValueSampler
 
+from benchmarks.matrix_rivals import binomial_c_col
+
 from .helpers import Z_CLT, agree
 
 
-def binomial_c(bands: int) -> np.ndarray:
-    c = np.ones(bands)
-    for i in range(1, bands):
-        c[i] = c[i - 1] * (2 * i - 1) / (2 * i)
-    return c
-
-
 def pair_of(b: int, sigma: float, bands: int) -> MatrixPair:
-    return MatrixPair(mode_gram(toeplitz_strategy(binomial_c(bands), b), b), sigma)
+    return MatrixPair(mode_gram(toeplitz_strategy(binomial_c_col(bands), b), b), sigma)
 
 
 def dense_factor(pair) -> np.ndarray:
@@ -163,7 +158,7 @@ def test_the_rule_leaves_tables_and_jax_alone():
 
 
 def test_the_sampler_takes_remove_from_the_mixture_and_keeps_add(monkeypatch):
-    acc = epscert.Accountant(noise_multiplier=2.0, strategy=toeplitz_strategy(binomial_c(8), 600), cycle_length=600,
+    acc = epscert.Accountant(noise_multiplier=2.0, strategy=toeplitz_strategy(binomial_c_col(8), 600), cycle_length=600,
                              samples=2000)
     config = dataclasses.replace(acc.config, methods=(Method.TILTED,), epsilons=(0.1, 0.15, 0.2))
     plain = value_sampler(config, Method.TILTED)
@@ -276,7 +271,7 @@ def test_the_rows_where_the_mixture_applies():
     estimate (the loss tilt at θ = 2, an independent stream and estimator) where that one resolves δ."""
     from epscert.results.tables import certify_config
 
-    acc = epscert.Accountant(noise_multiplier=2.0, strategy=toeplitz_strategy(binomial_c(64), 3000), cycle_length=3000,
+    acc = epscert.Accountant(noise_multiplier=2.0, strategy=toeplitz_strategy(binomial_c_col(64), 3000), cycle_length=3000,
                              samples=20_000)
     eps = (0.05, 0.1, 0.15)
     config = dataclasses.replace(acc.config, methods=(Method.TILTED,), epsilons=eps)
