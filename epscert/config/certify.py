@@ -58,6 +58,10 @@ class CertifyConfig:
     batch_size: int | None = None
     backend: str = "numpy"
     strategy: object = None
+    #: the seed of the block-law and decoupled bounds' draws of a matrix mechanism where it is not ``seed``: the
+    #: searches of an ε(δ) inversion (:func:`epscert.inverse.epsilon_at_delta.mc_epsilon_rows`) take the user's,
+    #: so those bounds are drawn once per run; None: ``seed``
+    law_seed: int | None = None
     resolved: tuple[Method, ...] = field(init=False, default=())
     ranks: tuple[int, ...] | None = field(init=False, default=None)
 
@@ -74,6 +78,8 @@ class CertifyConfig:
         set_("samples", check_int("samples", self.samples, 1))
         set_("shards", check_int("shards", self.shards, 1))
         set_("seed", check_seed(self.seed))
+        if self.law_seed is not None:
+            set_("law_seed", check_seed(self.law_seed))
         if not isinstance(self.backend, str) or self.backend not in BACKENDS:
             raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, got backend={show(self.backend)}")
         set_("error_prob", check_float("error_prob", self.error_prob, low=MIN_ERROR_PROB, low_open=False,
@@ -304,6 +310,8 @@ class CertifyConfig:
             # the backend shapes the stream; left out when 'numpy' so existing ids stay stable
             **({"backend": self.backend} if self.backend != "numpy" else {}),
             **({"strategy": self.strategy.to_dict()} if self.strategy is not None else {}),
+            # the bounds' seed where it is not ``seed``: left out when absent so existing ids stay stable
+            **({"law_seed": self.law_seed} if self.law_seed is not None else {}),
         }
 
     @functools.cached_property

@@ -26,7 +26,10 @@ the passes independent, and merging their points would need a union bound (2β).
 
 Fixed grids (the matrix mechanism, and truncated batches). There the coarse pass draws on its
 own seed (seed + 1), so the fine grid is fixed before the certifying samples are drawn and the
-argument needs no monotonicity between grid points. Upper side: if ε̂ < ε*, the largest grid
+argument needs no monotonicity between grid points. (A matrix mechanism's block-law and decoupled bounds, which
+hold for every ε at once from streams of their own, are drawn on the user's seed in every pass,
+:func:`epscert.results.rows.law_seed`: the grid may depend on them, as the values' draws of the certifying pass
+are independent of both.) Upper side: if ε̂ < ε*, the largest grid
 point ε_k <= ε* has ε_k >= ε̂, so UCB(ε_k) <= UCB(ε̂) <= δ <= δ(ε_k) (the UCB curve of one sample
 set is non-increasing on the grid, :func:`epscert.results.rows.raised_from_the_right`): the UCB
 fails at the fixed point ε_k, probability <= β. Lower side (rows with an LCB, the matrix
@@ -61,7 +64,7 @@ import numpy as np
 
 from epscert.results.tables import certify_config
 from epscert.results.baselines import baseline_tasks
-from epscert.results.rows import analytic_bounds, base_row, matrix_law_upper
+from epscert.results.rows import analytic_bounds, base_row, law_seed, matrix_law_upper
 from epscert.inverse.search import epsilon_for_delta
 from epscert.config import BRACKET_METHODS, CertifyConfig, Direction, Method, Sampler, canonical_method, check_float
 from epscert.analytic.poisson import poisson_pld_epsilon
@@ -226,6 +229,9 @@ def two_sided_grid(search: CertifyConfig, brackets: dict, direction: str, fine_p
         grid.update(np.linspace(max(0.0, lower - step), upper + step, wide + 1).tolist())
         grid.update(np.linspace(max(0.0, min(near_lower, near_upper) - step / 4), near_upper + step / 4,
                                 fine_points - wide + 1).tolist())
+        if above.size:  # the lower side is read at grid points only: fine_points more within h/16 of l̂
+            grid.update(np.linspace(max(0.0, near_lower - step / 16), near_lower + step / 16,
+                                    fine_points + 1).tolist())
         grid.update(e for e in search.epsilons if low <= e <= top)  # coarse fallbacks if the crossings moved
     return sorted(grid)
 
@@ -293,7 +299,10 @@ def mc_epsilon_rows(config: CertifyConfig, method: Method, deltas: Sequence[floa
     per_pass = len(config.direction.parts()) * config.samples
     if config.strategy is not None:
         coarse = matrix_search_grid(config, coarse, min(deltas))
-    search = dataclasses.replace(plain, epsilons=tuple(coarse), seed=search_seed)
+    # a matrix mechanism's block-law and decoupled bounds hold for every ε at once: the searches take the user's seed
+    # for them (epscert.results.rows.law_seed), so they are drawn once for the whole inversion
+    law = law_seed(config) if config.strategy is not None else None
+    search = dataclasses.replace(plain, epsilons=tuple(coarse), seed=search_seed, law_seed=law)
     c_eps, c_mean, c_ucb, c_lcb = _curve(sampled(
         search, ProgressMeter(progress, per_pass, "sampling (coarse ε grid)").add, passes), direction)
     brackets = _brackets(c_eps, c_ucb, deltas, c_lcb if two_sided else None)

@@ -260,18 +260,18 @@ def matrix_value_rows(config: CertifyConfig, method: Method, acc: acc_mod.Accumu
         formed = False  # whether the decoupled bound entered the UCB (the row's bound name says so)
         law_formed = False  # whether a block-law bound did (REMOVE, or ADD)
         if split_remove:
-            law_bound = remove_bound(matrix_pair(config), config.samples, config.seed, law_betas(beta)[0])
+            law_bound = remove_bound(matrix_pair(config), config.samples, law_seed(config), law_betas(beta)[0])
             if law_bound is not None:  # None: it failed after applying (the values' bound alone, still at β/2)
                 ucbs = raised_from_the_right(np.minimum(ucbs, law_bound.upper(config.epsilons)).tolist())
                 law_formed = True
         if split and (Direction.REMOVE not in per_dir
                       or any(min(1.0, u) > r["delta_upper"] for u, r in zip(ucbs, per_dir[Direction.REMOVE]))):
-            decoupled = add_bound(matrix_pair(config), config.samples, config.seed, side_beta)
+            decoupled = add_bound(matrix_pair(config), config.samples, law_seed(config), side_beta)
             if decoupled is not None:  # None: G singular (the line's bound alone, still at its share of β)
                 ucbs = raised_from_the_right(np.minimum(ucbs, decoupled.upper(config.epsilons)).tolist())
                 formed = True
             if split_add_law:
-                add_law = add_law_bound(matrix_pair(config), config.samples, config.seed, law_betas(beta)[1])
+                add_law = add_law_bound(matrix_pair(config), config.samples, law_seed(config), law_betas(beta)[1])
                 if add_law is not None:  # None: it failed after applying (the others stand, at their shares)
                     ucbs = raised_from_the_right(np.minimum(ucbs, add_law.upper(config.epsilons)).tolist())
                     law_formed = True
@@ -290,6 +290,14 @@ def matrix_value_rows(config: CertifyConfig, method: Method, acc: acc_mod.Accumu
         rows.extend(per_dir[direction])
     rows.extend(both_rows(config, per_dir))
     return rows
+
+
+def law_seed(config: CertifyConfig) -> int:
+    """The seed of the block-law and decoupled bounds' draws (``config.law_seed``, else ``config.seed``). Each of
+    those bounds holds for every ε at once, from streams of their own (independent of the values'), so the searches
+    of an ε(δ) inversion may share the user's: the grid they place then depends on those draws, which leaves the
+    values' bounds at the grid's points valid (their draws are independent of it) and these bounds too (every ε)."""
+    return config.seed if config.law_seed is None else config.law_seed
 
 
 def law_betas(beta: float) -> tuple[float, float]:
@@ -320,10 +328,10 @@ def matrix_law_upper(config: CertifyConfig, method: Method, epsilons) -> np.ndar
     out = np.zeros(eps.size)
     for direction in parts:
         if direction is Direction.REMOVE:
-            bound = remove_bound(pair, config.samples, config.seed, law_betas(beta)[0])
+            bound = remove_bound(pair, config.samples, law_seed(config), law_betas(beta)[0])
         else:
-            bound = (add_law_bound(pair, config.samples, config.seed, law_betas(beta)[1]) if pair_edges(pair) is not None
-                     else None)
+            bound = (add_law_bound(pair, config.samples, law_seed(config), law_betas(beta)[1])
+                     if pair_edges(pair) is not None else None)
         if bound is None:
             return None
         out = np.maximum(out, bound.upper(eps))

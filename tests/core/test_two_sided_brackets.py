@@ -76,7 +76,8 @@ def test_the_certifying_grid_is_fine_around_the_interpolated_crossings(monkeypat
 
 def test_only_the_certifying_pass_draws_on_the_user_seed(monkeypatch):
     """The coarse pass and the second search (which place the certifying grid) run on seed + 1; the certifying pass,
-    whose rows give both sides, on the user's seed, with the grid the searches fixed."""
+    whose rows give both sides, on the user's seed, with the grid the searches fixed. The searches' block-law and
+    decoupled bounds take the user's seed (law_seed), so those are drawn once."""
     import dataclasses
 
     import epscert
@@ -91,13 +92,15 @@ def test_only_the_certifying_pass_draws_on_the_user_seed(monkeypatch):
     real = ead.sampled
 
     def recording(cfg, progress, passes=None):
-        calls.append((cfg.seed, tuple(cfg.epsilons)))
+        calls.append((cfg.seed, tuple(cfg.epsilons), cfg.law_seed))
         return real(cfg, progress, passes)
 
     monkeypatch.setattr(ead, "sampled", recording)
     rows = ead.mc_epsilon_rows(config, Method.TILTED, [1e-3])
     assert len(calls) == 3
-    assert [seed for seed, _ in calls] == [6, 6, 5]
+    assert [seed for seed, _, _ in calls] == [6, 6, 5]
+    # the bounds that hold for every ε at once (block law, decoupled) are drawn on the user's seed in every pass
+    assert [law for _, _, law in calls] == [5, 5, None]
     assert calls[1][1] != calls[0][1] and calls[2][1] not in (calls[0][1], calls[1][1])
     assert math.isfinite(rows[0]["epsilon_upper"]) and rows[0]["epsilon_lower"] is not None
 
