@@ -431,11 +431,83 @@ def test_remove_bound_lies_above_an_independent_naive_estimate(sigma, power, eps
     assert big.any() and np.all(upper[big] <= 20 * est[big])
 
 
-def test_the_law_y_dominates_the_survival_bound_and_fresh_draws():
-    """Step 5: P(Y > s) >= P_j on [s_j, s_{j+1}) (checked at both ends), and >= the survival of fresh draws of the
-    block mean (the drawn covariance's own factor, another seed) within their sampling error."""
+def stop_loss_bounds(grid, upper, lower, tail_int):
+    """(x, π_U, π_L) at the knots 0, s_1, .., s_K, recomputed here in long double: π_U(x) = ∫_x^∞ of Y's survival
+    (1 on [0, s_1), P_j on [s_j, s_{j+1}), T beyond c), π_L(x) = 1 - ∫_0^x of Y_low's (L_1 on [0, s_1), L_{j+1} on
+    [s_j, s_{j+1}))."""
+    x = np.concatenate([[0.0], grid]).astype(np.longdouble)
+    w = np.diff(x)
+    seg_u = np.concatenate([[1.0], upper[:-1]]).astype(np.longdouble)
+    pi_u = np.concatenate([np.cumsum((seg_u * w)[::-1])[::-1], [0.0]]) + np.longdouble(tail_int)
+    pi_l = 1 - np.concatenate([[0.0], np.cumsum(lower.astype(np.longdouble) * w)])
+    return x, pi_u, pi_l
+
+
+def convex_minorant(x, y):
+    """The greatest convex minorant of the points (x_k, y_k) at every x_k (long double; a monotone chain written
+    here, independent of the module's): every convex function below the points at the knots lies below it."""
+    hull = [0]
+    for k in range(1, x.size):
+        while len(hull) >= 2:
+            i, j = hull[-2], hull[-1]
+            if (y[j] - y[i]) * (x[k] - x[i]) >= (y[k] - y[i]) * (x[j] - x[i]):
+                hull.pop()
+            else:
+                break
+        hull.append(k)
+    return _chords(x, y, np.array(hull))
+
+
+def _chords(x, y, idx):
+    """The piecewise-linear function through (x_i, y_i), i in ``idx``, at every knot (long double)."""
+    out = np.empty(x.size, dtype=np.longdouble)
+    for a, b in zip(idx[:-1], idx[1:]):
+        t = (x[a:b + 1] - x[a]) / (x[b] - x[a])
+        out[a:b + 1] = y[a] + t * (y[b] - y[a])
+    return out
+
+
+def test_the_mean_one_law_dominates_in_stop_loss_and_fresh_draws():
+    """Step 5*: E(Y* - t)_+ (atoms, and Y's tail beyond c) is at least min(π_U, π_L) at every knot (recomputed here
+    in long double from P_j and L_j), at least the stop-loss of fresh draws of the block mean (the drawn covariance's
+    own factor, another seed) within their sampling error, at most Y's π_U (so never looser than Y), and well below
+    it near the mean, where the LCBs bind; E[Y*] lies in [1, 1 + 10^-8]."""
     pair = one_participation(128, 32, 1.0)
     bound = block_law.BlockLawBound(pair, 1000, 0, 0.01)
+    assert bound.mean_one
+    law = bound._bracket._base
+    grid = bound.grid
+    c = float(grid[-1])
+    tail_int = block_law.tail_integral(c, bound.tail, bound.moments)
+    vals, mass = law.values.astype(np.longdouble), law.masses.astype(np.longdouble)
+    assert np.all(law.masses >= 0.0) and vals[0] == 0.0 and vals[-1] == c
+
+    def stop_loss(t):
+        t = np.longdouble(t)
+        return float(np.sum(mass * np.maximum(vals - t, 0)) + (c - t) * bound.tail + tail_int)
+
+    x, pi_u, pi_l = stop_loss_bounds(grid, bound.survival, bound.lower_survival, tail_int)
+    phi = np.array([stop_loss(t) for t in x])
+    # the greatest convex minorant of min(π_U, π_L) lies above π (a convex function below both)
+    assert np.all(phi >= convex_minorant(x, np.minimum(pi_u, pi_l)) * (1 - 1e-12))
+    assert np.all(phi <= pi_u * (1 + 1e-8))
+    near = (x > 0.5) & (x < 1.5)
+    assert np.all(phi[near] < pi_u[near] - 1e-4)  # the LCBs cut below Y's stop-loss there
+    assert 1.0 <= stop_loss(0.0) <= 1.0 + 1e-8
+    fresh, _ = block_draws.draw_means(drawn_factor(pair), 200_000, seed=99)
+    for t in (0.5, 1.0, 1.5, 2.0, 4.0, 8.0):
+        gaps = np.maximum(fresh - t, 0.0)
+        assert stop_loss(t) >= gaps.mean() - 4.0 * gaps.std() / math.sqrt(fresh.size)
+
+
+def test_the_law_y_is_kept_where_the_check_fails(monkeypatch):
+    """The check of step 5* decides: with the hull's points lowered (a negative slack) it fails and the bound keeps
+    Y, whose survival P(Y > s) >= P_j on [s_j, s_{j+1}) (checked at both ends) and >= that of fresh draws; the slack
+    at 0 fails it too (the cumulative sums' roundings), so the slack is what lets it pass."""
+    pair = one_participation(128, 32, 1.0)
+    monkeypatch.setattr(block_law, "HULL_SLACK", -1e-6)
+    bound = block_law.BlockLawBound(pair, 1000, 0, 0.01)
+    assert not bound.mean_one
     law = bound._bracket._base
     grid, survival = bound.grid, bound.survival
 
@@ -450,6 +522,24 @@ def test_the_law_y_dominates_the_survival_bound_and_fresh_draws():
     for s in (0.5, 1.0, 2.0, 4.0, 8.0):
         frac = float(np.mean(fresh > s))
         assert y_above(s) >= frac - 4.0 * math.sqrt(frac * (1 - frac) / fresh.size)
+    monkeypatch.setattr(block_law, "HULL_SLACK", 0.0)
+    assert block_law.mean_one_remove_law(grid, survival, bound.lower_survival, bound.tail) is None
+    assert block_law.mean_one_add_law(grid, survival, bound.lower_survival, bound.tail, 0.0) is None
+
+
+def test_the_mean_one_law_is_tighter_than_y():
+    """Step 5* against step 5 on the same draws: the REMOVE bound with Y* lies at or below the one with Y (which the
+    failed check gives) at every ε, and clearly below somewhere."""
+    pair = one_participation(128, 32, 1.0)
+    eps = np.array([0.1, 0.2, 0.4, 0.6, 0.9])
+    tight = block_law.BlockLawBound(pair, 2000, 0, 0.01).upper(eps)
+    saved = block_law.HULL_SLACK
+    block_law.HULL_SLACK = -1e-6
+    try:
+        loose = block_law.BlockLawBound(pair, 2000, 0, 0.01).upper(eps)
+    finally:
+        block_law.HULL_SLACK = saved
+    assert np.all(tight <= loose * (1 + 1e-9)) and np.any(tight < 0.9 * loose)
 
 
 def test_remove_bound_refuses_bad_input_before_any_draw():
@@ -486,25 +576,53 @@ def test_add_bound_lies_above_an_independent_naive_estimate():
     assert big.any() and np.all(upper[big] <= 20 * est[big])  # and it says something
 
 
-def test_the_law_below_lies_below_the_block_mean_and_is_refused_for_remove():
-    """Step 5': P(Y_low > s) = L_{j+1} on [s_j, s_{j+1}) lies at or below the survival of fresh draws of the block
-    mean (another seed) within their sampling error, and close to it; its atoms are 0 and the grid, its masses
-    sum to 1 (up to their rounding up); the ADD bracket refuses REMOVE and the lower side."""
+def test_the_add_law_dominates_in_the_decreasing_convex_order_and_is_refused_for_remove():
+    """Step 5'*: ψ*(t) = E(t - Y*_add)_+ is at least min(ψ_L, t - 1 + π_U) at every knot (recomputed here in long
+    double), at least E(t - S)_+ of fresh draws of the block mean (another seed) within their sampling error, and at
+    most ψ_L (never looser than Y_low); all mass lies in [0, c] and sums to 1 (up to its rounding up). With the check
+    failed (a negative slack) the bound keeps Y_low: atoms 0 and the grid, P(Y_low > s) at or below the fresh
+    draws' survival. The ADD bracket refuses REMOVE and the lower side."""
     pair = one_participation(128, 32, 1.0)
     bound = block_law.BlockLawAddBound(pair, 1000, 0, 0.01)
+    assert bound.mean_one
     law = bound._bracket._base
-    assert law.values[0] == 0.0 and np.array_equal(law.values[1:], bound.grid)
-    assert abs(float(law.masses.sum()) - 1.0) < 1e-9 and np.all(law.masses >= 0.0)
+    grid = bound.grid
+    c = float(grid[-1])
+    assert law.values[0] == 0.0 and law.values[-1] == c and np.all(law.masses >= 0.0)
+    assert abs(float(law.masses.sum()) - 1.0) < 1e-9
+    vals, mass = law.values.astype(np.longdouble), law.masses.astype(np.longdouble)
+
+    def psi(t):
+        return float(np.sum(mass * np.maximum(np.longdouble(t) - vals, 0)))
+
+    tail_int = block_law.tail_integral(c, float(bound.upper_survival[-1]), block_law.dominating_law(pair)[3])
+    x, pi_u, pi_l = stop_loss_bounds(grid, bound.upper_survival, bound.survival, tail_int)
+    psi_l = x - 1 + pi_l
+    star = np.array([psi(t) for t in x])
+    assert np.all(star >= convex_minorant(x, np.minimum(psi_l, x - 1 + pi_u)) * (1 - 1e-12) - 1e-15)
+    assert np.all(star <= psi_l * (1 + 1e-8) + 1e-15)
     fresh, _ = block_draws.draw_means(drawn_factor(pair), 200_000, seed=98)
-    for s in (0.3, 0.5, 1.0, 2.0, 4.0):
-        y_above = float(law.masses[law.values > s].sum())
-        frac = float(np.mean(fresh > s))
-        sd = math.sqrt(frac * (1 - frac) / fresh.size)
-        assert frac + 4.0 * sd >= y_above >= frac - 0.02
+    for t in (0.3, 0.5, 0.8, 1.0, 1.5, 3.0):
+        gaps = np.maximum(t - fresh, 0.0)
+        assert psi(t) >= gaps.mean() - 4.0 * gaps.std() / math.sqrt(fresh.size)
     with pytest.raises(ValueError, match="δ_add from above only"):
         bound._bracket.delta_side(np.array([0.5]), "remove", "upper")
     with pytest.raises(ValueError, match="δ_add from above only"):
         bound._bracket.delta_side(np.array([0.5]), "add", "lower")
+    saved = block_law.HULL_SLACK
+    block_law.HULL_SLACK = -1e-6
+    try:
+        kept = block_law.BlockLawAddBound(pair, 1000, 0, 0.01)
+    finally:
+        block_law.HULL_SLACK = saved
+    assert not kept.mean_one
+    low = kept._bracket._base
+    assert low.values[0] == 0.0 and np.array_equal(low.values[1:], grid)
+    for s in (0.3, 0.5, 1.0, 2.0, 4.0):
+        y_above = float(low.masses[low.values > s].sum())
+        frac = float(np.mean(fresh > s))
+        sd = math.sqrt(frac * (1 - frac) / fresh.size)
+        assert frac + 4.0 * sd >= y_above >= frac - 0.02
 
 
 def test_add_lcbs_lie_below_the_draws_own_fractions():
@@ -828,6 +946,14 @@ def test_matrix_law_upper_paths():
     want = block_law.add_law_bound(pair, config.samples, config.seed, beta / 4.0).upper(eps)
     assert np.array_equal(matrix_law_upper(add, Method.TILTED, eps), want)
     assert matrix_law_upper(dataclasses.replace(config, methods=(Method.NAIVE,)), Method.NAIVE, eps) is None
+    # law_seed (the searches of an inversion): the bounds of that seed, not of ``seed``; another seed differs
+    moved = dataclasses.replace(remove, seed=config.seed + 1, law_seed=config.seed)
+    assert np.array_equal(matrix_law_upper(moved, Method.TILTED, eps),
+                          block_law.remove_bound(pair, config.samples, config.seed, beta / 2.0).upper(eps))
+    other = block_law.remove_bound(pair, config.samples, config.seed + 1, beta / 2.0).upper(eps)
+    assert not np.array_equal(other, matrix_law_upper(moved, Method.TILTED, eps))
+    assert moved.config_id != dataclasses.replace(moved, law_seed=None).config_id
+    assert dataclasses.replace(remove, law_seed=None).config_id == remove.config_id
     small = Accountant(noise_multiplier=2.0, strategy=toeplitz_strategy(np.array(binomial_c_col(16)), 2000),
                        cycle_length=2000, samples=2000)  # blocks of 20: the block law does not apply
     assert matrix_law_upper(dataclasses.replace(small.config, methods=(Method.TILTED,)), Method.TILTED, eps) is None
