@@ -58,9 +58,8 @@ class CertifyConfig:
     batch_size: int | None = None
     backend: str = "numpy"
     strategy: object = None
-    #: the seed of the block-law and decoupled bounds' draws of a matrix mechanism where it is not ``seed``: the
-    #: searches of an ε(δ) inversion (:func:`epscert.inverse.epsilon_at_delta.mc_epsilon_rows`) take the user's,
-    #: so those bounds are drawn once per run; None: ``seed``
+    #: a matrix mechanism's block-law and decoupled bounds' seed where not ``seed`` (None): an ε(δ) inversion's
+    #: searches take the user's (:func:`epscert.results.rows.law_seed`), so those bounds are drawn once per run
     law_seed: int | None = None
     resolved: tuple[Method, ...] = field(init=False, default=())
     ranks: tuple[int, ...] | None = field(init=False, default=None)

@@ -56,25 +56,19 @@ sound):
    survival is min(P_K, M̄(s)), M̄(s) = (1 + 20u) min_p E[S_F^p]/s^p, at least the computed Markov bound
    (:func:`tail_integral`), so P_K <= M̄(c) and the survival function is right-continuous at c. Then
    P(Y > s) = P_j >= P(S_F > s) on [s_j, s_{j+1}) and min(P_K, M̄(s)) >= P(S_F > s) from c on, so S_F <=_st Y
-   and S_F ⪯_icx Y (E Y is a little above 1). The masses are
-   rounded up, so the measure used has total mass a little above 1 and at least Y's mass at every atom: every
-   expectation of a non-negative function below is at least Y's. For δ_remove, s ↦ (s - e^ε)_+ is increasing and
+   and S_F ⪯_icx Y (E Y is a little above 1). The masses are rounded up, so the measure used has total mass a
+   little above 1 and at least Y's mass at every atom: every expectation of a non-negative function below is at
+   least Y's. For δ_remove, s ↦ (s - e^ε)_+ is increasing and
    convex, so replacing the independent block means one at a time, δ_remove(G) <= E[((1/J) Σ_i Y_i - e^ε)_+] with
    Y_i i.i.d. copies of Y. (Not δ_add: a decreasing convex function needs equal means.)
-5*. **A tighter law with the mean.** E[S_F] = 1 exactly (every W_k has mean 1 under N(0, F Fᵀ)), so the stop-loss
-   π(t) = E(S_F - t)_+ = 1 - ∫_0^t P(S_F > s) ds is also at most 1 - ∫_0^t of the LCBs' law (below). π is convex,
-   so it lies below the greatest convex minorant of the smaller of the two bounds at the knots (0 and the grid):
-   Y* (:func:`mean_one_remove_law`) takes that minorant's pieces (the lower hull of the knots' values raised by
-   ``HULL_SLACK``) as its stop-loss on [0, c] and Y's law beyond c; a check in floating point (cumulative sums
-   bounded from below against the knots' values bounded from above) at every hull vertex makes it sound whatever
-   the hull's own comparisons did, and where it fails Y stands. S_F ⪯_icx Y* and E(Y* - t)_+ <= Y's at every
-   knot: Y pays each UCB's excess over P(S_F > s) integrated from t to ∞, Y* near and below the mean only the LCBs'
-   shortfall from 0 to t. At n = b = 10^4, 64 bands, σ = 2 this moves ε_remove(10⁻⁶) from 0.1888 to 0.1876 at the
-   same draws.
+5*. **A tighter law with the mean** (:mod:`epscert.matrix.laws_from_bounds`, which gives the argument). E[S_F] = 1
+   exactly, so π(t) = E(S_F - t)_+ = 1 - ∫_0^t P(S_F > s) ds is also at most 1 - ∫_0^t of the LCBs' law (below);
+   Y* takes the greatest convex minorant of the smaller bound as its stop-loss on [0, c], Y's law beyond c, checked
+   at the hull's vertices in floating point (Y stands where the check fails): S_F ⪯_icx Y*, never looser than Y.
 6. **That mean, bracketed.** The upper chain of :mod:`epscert.allocation.epoch` from the base law Y·1{Y <= c}
    (exact atoms; masses rounded up), J steps, and the cap of :mod:`epscert.allocation.tails` with E[Y] in place of
    1: E[Y 1{Y > c}] + (J - 1) E[Y] P(Y > c), with P(Y > c) = P_K and E[Y 1{Y > c}] = c P_K + ∫_c^∞ min(P_K, M̄(s)) ds
-   (:func:`tail_integral`). Y* in place of Y where its check passes (the same cap: its law beyond c is Y's).
+   (:func:`tail_integral`); Y* in place of Y where its check passes (the same cap: its law beyond c is Y's).
 
 **ADD from the same plain draws** (:class:`BlockLawAddBound`). δ_add(ε) = E_Q[(1 - e^ε S)_+] and s ↦ (1 - e^ε s)_+
 is convex and decreasing. Steps 1-3 are mean-preserving spreads, so they hold for it as for δ_remove; then:
@@ -83,18 +77,14 @@ is convex and decreasing. Steps 1-3 are mean-preserving spreads, so they hold fo
     plain computed means above s_j (1 + r)(1 + 8u) (each such mean is an exact one above s_j, so the count is at
     most the exact indicators' count, and the LCB increases in it); L_j, their running maximum from the right,
     still lies below P(S_F > s_j) (a survival function is non-increasing), for every j at once with probability
-    >= 1 - β/2; the plain draws' UCBs of step 4 at β/(2K) each (no tilted draws: ADD needs no far tail) take the
-    other half.
+    >= 1 - β/2; plain UCBs as in step 4 (no tilted draws) take the other half.
 5'. **A law below it.** Y_low takes 0 with mass 1 - L_1, s_j with mass L_j - L_{j+1} (L_{K+1} = 0). Then
     P(Y_low > s) = L_{j+1} <= P(S_F > s_{j+1}) <= P(S_F > s) on [s_j, s_{j+1}) (L_1 below s_1, 0 from c on), so
     Y_low <=_st S_F: for a function decreasing in each block's mean, E over S_F is at most E over Y_low, and no
     equality of means is needed. With the masses rounded up (as in step 5), replacing the independent block means
     one at a time (convex order, then stochastic order), δ_add(G) <= E[(1 - e^ε (1/J) Σ_i Y_low,i)_+].
-5'*. **The same with the mean.** ψ(t) = E(t - S_F)_+ = ∫_0^t P(S_F <= s) ds is convex and at most both
-    ∫_0^t of 1 - Y_low's survival and t - 1 + π_U(t) (π_U, Y's stop-loss); Y*_add (:func:`mean_one_add_law`) takes
-    the greatest convex minorant of the smaller as its ψ on [0, c] (all its mass in [0, c]), checked at the hull's
-    vertices as in step 5*. Then S_F ⪯_dcx Y*_add, and for the decreasing convex s ↦ (1 - e^ε s)_+ no equality of
-    means is needed; where the check fails Y_low stands.
+5'*. **The same with the mean.** Y*_add takes the greatest convex minorant of the smaller of ∫_0^t (1 - L) and
+    t - 1 + π_U(t) as its ψ(t) = E(t - Y*_add)_+ (checked likewise; Y_low stands where it fails): S_F ⪯_dcx Y*_add.
 6'. The same upper chain, from the whole law of Y*_add or Y_low (no mass above c: no cap term).
 
 The plain draws are shared with the REMOVE bound of the same run; each bound holds at its own β, and the union bound
@@ -102,16 +92,13 @@ needs no independence. The bound is formed only where it can help (:func:`applie
 order <= 4 must put the tail beyond c below 10^-5).
 
 Every step but 4 is deterministic; 4 holds with probability >= 1 - β. At n = b = 10^4, 64 bands, σ = 2 (50 blocks
-of 200, 10^7 draws, about 95 CPU s on one core) it certifies, for REMOVE at β = 0.0025, ε(10⁻⁶) <= 0.1871,
-ε(10⁻⁸) <= 0.2373 and ε(10⁻¹⁰) <= 0.2847 (with Y in place of Y*, on 3.2·10⁶ draws: 0.191, 0.241 and 0.292; with
-Y* on those: 0.1876, 0.2381 and 0.2894), where the mixture bound gives 0.563, 1.042 and 1.649
-(``python -m benchmarks.matrix_block_law``), blocks of 80 with the order-4 tilt at a = 1 gave 0.198, 0.251 and
-0.317, and the empirical law of one block with no error terms at all, the limit of this route, gives 0.187, 0.237
-and 0.281 at blocks of 200 (0.194, 0.246 and 0.290 at blocks of 80). For ADD at β/4 it certifies ε(10⁻⁶) <= 0.1838,
-ε(10⁻⁸) <= 0.2314 and ε(10⁻¹⁰) <= 0.2716 (under two CPU seconds beside REMOVE), where the decoupled Chernoff bound of
-:mod:`epscert.matrix.add_decoupled` gives 0.21, 0.265 and 0.313 in 50 CPU s. What it leaves is mostly the split into
-independent blocks: 0.187 against a truth of about 0.181 (the shift mixture's estimate,
-:mod:`epscert.matrix.shift_mixture`).
+of 200, 10^7 draws, about 95 CPU s on one core) it certifies ε_remove <= 0.1871 / 0.2373 / 0.2847 at 10⁻⁶ / 10⁻⁸ /
+10⁻¹⁰ (β = 0.0025; Y from 3.2·10⁶ draws: 0.191 / 0.241 / 0.292; the mixture bound: 0.563 / 1.042 / 1.649, blocks of
+80 at a = 1: 0.198 / 0.251 / 0.317) and ε_add <= 0.1838 / 0.2314 / 0.2716 at β/4 (the decoupled Chernoff bound of
+:mod:`epscert.matrix.add_decoupled`: 0.21 / 0.265 / 0.313 in 50 CPU s; ``python -m benchmarks.matrix_block_law``).
+The route's limit, the empirical law of one block with no error terms, is 0.187 / 0.237 / 0.281 at blocks of 200
+(0.194 / 0.246 / 0.290 at 80), against a truth of about 0.181 at 10⁻⁶ (:mod:`epscert.matrix.shift_mixture`): what is
+left is mostly the split into independent blocks.
 """
 
 from __future__ import annotations
@@ -125,18 +112,17 @@ from scipy import linalg
 from epscert.allocation.bracket import AllocationBracket
 from epscert.allocation.epoch import ChainLaw, mean_of_steps
 from epscert.allocation.cells import CellLaw
-from epscert.bounds.kl import kl_lcb, kl_ucb
 from epscert.matrix.add_decoupled import UNIT_ROUNDOFF, gamma_n
 from epscert.matrix.block_bound import band_and_blocks, rounding_shift, unit_band, edge_splits
 from epscert.matrix.block_draws import (TILT_ORDER, TILT_POWER, TupleLaw, draw_means, draw_tilted, log_weights,
                                         tilted_survival_ucbs)
+from epscert.matrix.laws_from_bounds import mean_one_add_law, mean_one_remove_law, plain_lower, plain_upper
 from epscert.names import Direction
 from epscert.support import BRACKET_MIN_SIGMA
 
 #: The bound is formed where G's natural blocks (:func:`~epscert.matrix.block_bound.block_count`, b/J >= h + 1)
-#: have MIN_SIZE to MAX_SIZE bins. Below MIN_SIZE a block's mean is too close to one site's lognormal for its law to
-#: beat the value estimators (n = b = 2000, 16 bands, σ = 1.2, blocks of 20: ε(10⁻⁶) <= 1.34 here, 0.461 from the
-#: REMOVE values); above MAX_SIZE (wide bands) it was not measured to help
+#: have MIN_SIZE to MAX_SIZE bins. Below, a block's mean is too close to one site's lognormal (n = b = 2000, 16 bands,
+#: σ = 1.2, blocks of 20: ε(10⁻⁶) <= 1.34, 0.461 from the REMOVE values); above (wide bands) it was not measured
 MAX_SIZE = 96
 MIN_SIZE = 32
 #: The law's own blocks (:func:`law_block_count`): the largest divisor m of b with m at least the natural block,
@@ -155,11 +141,9 @@ MOMENTS = (2, 3, 4)
 #: The bound is formed only where c · min_{p <= 4} E[S_F^p]/c^p, the moments' floor under the cap's c · P(Y > c),
 #: is at most this (:func:`applies`): above every δ the tool certifies (1e-5 down), so nothing is lost there
 TAIL_CEILING = 1e-5
-#: Draws of one block per sample of the run, and their bounds (N m² flops: 5.12e11 is about 100 CPU s at m = 200
-#: with the tuple law). At n = b = 10^4 (the Accountant's 10^5 samples: 10^7 draws, under the cap of 1.28·10^7),
-#: with the law Y* of step 5*, ε_remove(10⁻⁶ / 10⁻⁸ / 10⁻¹⁰) <= 0.1871 / 0.2373 / 0.2847 in 99 CPU s, where the
-#: earlier cap of 1.28e11 (3.2·10⁶ draws) gave 0.1876 / 0.2381 / 0.2894 in 40 CPU s: the upper side at 10⁻⁶ is
-#: what keeps n = b = 10^4 from 5% there, and the values' draws of that call take about 380 CPU s
+#: Draws of one block per sample of the run, and their bounds (N m² flops: 5.12e11, 10^7 draws at m = 200, about
+#: 95 CPU s). At n = b = 10^4 with Y*: ε_remove(10⁻⁶ / 10⁻⁸ / 10⁻¹⁰) <= 0.1871 / 0.2373 / 0.2847, where the earlier
+#: cap of 1.28e11 gave 0.1876 / 0.2381 / 0.2894 in 40 CPU s (the upper side at 10⁻⁶ decides the 5% there)
 DRAWS_PER_SAMPLE = 100
 MIN_DRAWS = 100_000
 MAX_FLOPS = 5.12e11
@@ -167,9 +151,6 @@ MAX_FLOPS = 5.12e11
 #: entry, products of at most 6 factors, inner products of m terms), summed over at most 10^6 terms (p <= 4: m² per
 #: inner sum, m(m + 1)/2 pairs): γ_{10^6 + 4m + 32} is below 1.2e-10 for m <= LAW_MAX_SIZE
 MOMENT_REL = 1e-9
-#: Relative raise of the hull's points in steps 5* and 5'* (:func:`mean_one_remove_law`): room for the roundings of
-#: the law's cumulative sums (γ_{K+4}, about 10^-12), so that its check passes at the hull's own vertices
-HULL_SLACK = 1e-9
 
 
 def survival_grid() -> np.ndarray:
@@ -385,8 +366,7 @@ def _checked_law(pair, samples: int, error_prob: float):
 
 
 def total_draws(samples: int, size: int) -> int:
-    """N of step 4: ``DRAWS_PER_SAMPLE`` per sample of the run, within [MIN_DRAWS, MAX_FLOPS/m²] (not below
-    MIN_DRAWS)."""
+    """N of step 4: ``DRAWS_PER_SAMPLE`` per sample, within [MIN_DRAWS, MAX_FLOPS/m²] (not below MIN_DRAWS)."""
     return int(min(max(MIN_DRAWS, DRAWS_PER_SAMPLE * int(samples)), max(MIN_DRAWS, MAX_FLOPS / size**2)))
 
 
@@ -398,11 +378,10 @@ def plain_count(draws: int, tilted: np.ndarray) -> int:
 @functools.lru_cache(maxsize=8)
 def tilt_plan(pair) -> tuple[TupleLaw | None, float, np.ndarray]:
     """(the tuple law, κ >= E[M_a^4]/ρ, the grid points that take the tilted draws) of step 4, all fixed before any
-    draw; (None, inf, none) where the tuple law cannot be formed. The power a is the one of (1, ``TILT_POWER``)
-    whose upper moment E[M_a^4] (:func:`power_moment`; at a = 1 the law's own E[S_F^4]) gives the smaller range E[M_a^4]/s^{4a} at s =
-    ``TILT_REFERENCE`` (deterministic; any a >= 1 is sound): at n = b = 10^4, 64 bands, σ = 2 (blocks of 200)
-    E[M_a^4] is 2.0 at a = 1 and 19 at 1.5, so 1.5; where the sites' log-variances are large (n = b = 128, 32 bands,
-    σ = 1: 1.1·10⁵ against 5·10¹⁹) it is 1."""
+    draw; (None, inf, none) where the tuple law cannot be formed. The power a is the one of (1, ``TILT_POWER``) whose
+    upper moment E[M_a^4] (:func:`power_moment`; at a = 1 the law's own E[S_F^4]) gives the smaller range
+    E[M_a^4]/s^{4a} at s = ``TILT_REFERENCE`` (deterministic; any a >= 1 is sound): 1.5 at n = b = 10^4, 64 bands,
+    σ = 2 (E[M_a^4] 2.0 at a = 1, 19 at 1.5), 1 at n = b = 128, 32 bands, σ = 1 (1.1·10⁵ against 5·10¹⁹)."""
     factor, low = dominating_law(pair)[2:]
     # at a = 1, M_1 = S_F: the law's own fourth moment of the raised covariance bounds E[M_1^4]
     moments = {1.0: low[4], TILT_POWER: power_moment(factor, TILT_POWER)}
@@ -446,118 +425,6 @@ def plain_means(pair, draws: int, seed: int) -> tuple[np.ndarray, float]:
     means, rel = draw_means(dominating_law(pair)[2], draws, seed)
     means.flags.writeable = False  # cached and shared by both bounds: read only
     return means, rel
-
-
-def plain_upper(means: np.ndarray, rel: float, grid: np.ndarray, share: float) -> np.ndarray:
-    """KL–Chernoff UCBs of P(S_F > s) at the grid points from sorted plain computed means, at ``share`` each: the
-    count of computed means above s/(1 + r) (the quotient lowered past its rounding), so every exact mean above s
-    is counted (step 4, plain)."""
-    count = means.size
-    above = count - np.searchsorted(means, grid / (1.0 + rel) * (1.0 - 4.0 * UNIT_ROUNDOFF), side="right")
-    # the computed fraction raised past its rounding (the KL UCB increases in it)
-    return np.array([kl_ucb(min(1.0, int(c) / count * (1.0 + 2.0 * UNIT_ROUNDOFF)), count, share) for c in above])
-
-
-def plain_lower(means: np.ndarray, rel: float, grid: np.ndarray, share: float) -> np.ndarray:
-    """L_j of step 4': KL lower confidence bounds on P(S_F > s_j) at ``share`` each, from the count of computed means
-    above s_j (1 + r)(1 + 8u) (each such mean is an exact one above s_j, so the count is at most the exact
-    indicators' count, and the LCB increases in it), made non-increasing by the running maximum from the right (a
-    survival function is non-increasing, so each still lies below P(S_F > s_j)), at most 1."""
-    count = means.size
-    above = count - np.searchsorted(means, grid * (1.0 + rel) * (1.0 + 8.0 * UNIT_ROUNDOFF), side="right")
-    lcb = np.array([kl_lcb(int(c) / count * (1.0 - 2.0 * UNIT_ROUNDOFF), count, share) for c in above])
-    return np.minimum(np.maximum.accumulate(lcb[::-1])[::-1], 1.0)
-
-
-def lower_hull(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """The indices of the vertices of the lower convex hull of the points (x_k, y_k), x ascending (the first and the
-    last point included). Floating-point comparisons: only a choice of vertices; what rests on it is checked
-    (:func:`mean_one_remove_law`, :func:`mean_one_add_law`)."""
-    hull: list[int] = []
-    xs, ys = x.tolist(), y.tolist()
-    for k in range(len(xs)):
-        while len(hull) >= 2 and ((ys[hull[-1]] - ys[hull[-2]]) * (xs[k] - xs[hull[-2]])
-                                  >= (ys[k] - ys[hull[-2]]) * (xs[hull[-1]] - xs[hull[-2]])):
-            hull.pop()
-        hull.append(k)
-    return np.array(hull)
-
-
-def _knots(grid: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
-    """(x, w, γ): the knots x_0 = 0 < s_1 < .. < s_K = c, the segment widths w_i = x_{i+1} - x_i (computed; the
-    rounding of each is covered by γ with the products' and the sums') and γ = γ_{K+4}, the relative allowance of a
-    cumulative sum of K products of a computed width and a non-negative float."""
-    x = np.concatenate([[0.0], grid])
-    return x, np.diff(x), gamma_n(grid.size + 4)
-
-
-def mean_one_remove_law(grid: np.ndarray, upper: np.ndarray, lower: np.ndarray, tail: float
-                        ) -> tuple[np.ndarray, np.ndarray] | None:
-    """The atoms and masses (values <= c, rounded up) of a law Y* below Y in the increasing convex order with
-    S_F ⪯_icx Y* (step 5*), or None where its check fails (the caller keeps Y). ``upper`` P_j and ``lower`` L_j hold
-    for every j at once (step 4, 4'); ``tail`` = P_K, Y*'s survival just past c (its law beyond c is Y's).
-
-    π(t) = E(S_F - t)_+ is convex, and at each knot x_k (0 and the grid) it is at most A_k + T, A_k = ∫_{x_k}^c of
-    Y's survival (1 on [0, s_1), P_j on [s_j, s_{j+1})) and T = ∫_c^∞ min(P_K, M̄), and at most π_L,k =
-    1 - ∫_0^{x_k} L(s) ds (L: L_1 on [0, s_1), L_{j+1} on [s_j, s_{j+1}); as E[S_F] = 1 exactly (each W_k has mean 1
-    under N(0, F Fᵀ)), π(t) = 1 - ∫_0^t P(S_F > s) ds). Y* has survival q on each hull piece of the points
-    (x_k, min(A_k, π_L,k) (1 + ``HULL_SLACK``)) (:func:`lower_hull`), each q raised by 4 ulps for its quotient,
-    made non-increasing and at least P_K from the right, at most 1: its kinks are hull vertices only, and
-    D(x) = ∫_x^c q is what the check bounds from below at every vertex v: D(v) >= min(A_v, π_L,v) (A and π_L
-    computed upward: products and sums of non-negative terms, γ; the subtraction 1 - B rounds by u of its result).
-    Then at each vertex E(Y* - v)_+ = D(v) + T >= min(A_v + T, π_L,v) >= π(v), and between two vertices
-    E(Y* - t)_+ is linear and π convex, so E(Y* - t)_+ >= π(t) on [0, c]; beyond c Y*'s survival is Y's. With
-    E[Y*] = E(Y* - 0)_+ >= π(0) = 1, S_F ⪯_icx Y* (stop-loss order). Y*'s stop-loss is at most Y's at every knot
-    (up to the slack), so it is the tighter law wherever the LCBs cut below Y's (near and below the mean)."""
-    x, w, gam = _knots(grid)
-    seg_u = np.concatenate([[1.0], upper[:-1]])  # Y's survival on the K segments
-    a = np.concatenate([np.cumsum((seg_u * w)[::-1])[::-1], [0.0]]) * (1.0 + gam)
-    b = np.concatenate([[0.0], np.cumsum(lower * w)]) * (1.0 - gam)
-    pi_l = np.maximum(1.0 - b, 0.0) * (1.0 + 2.0 * UNIT_ROUNDOFF)
-    target = np.minimum(a, pi_l)
-    raised = target * (1.0 + HULL_SLACK)
-    vertices = lower_hull(x, raised)
-    slopes = -np.diff(raised[vertices]) / np.diff(x[vertices]) * (1.0 + 4.0 * UNIT_ROUNDOFF)
-    q = np.minimum(np.maximum.accumulate(np.maximum(slopes, tail)[::-1])[::-1], 1.0)
-    seg_q = np.repeat(q, np.diff(vertices))
-    d = np.concatenate([np.cumsum((seg_q * w)[::-1])[::-1], [0.0]]) * (1.0 - gam)
-    if not np.all(d[vertices] >= target[vertices]):
-        return None
-    survival = np.concatenate([[1.0], q, [tail]])  # just left of each vertex, and past c
-    masses = -np.diff(survival) * (1.0 + 2.0 * UNIT_ROUNDOFF)
-    return x[vertices], masses
-
-
-def mean_one_add_law(grid: np.ndarray, upper: np.ndarray, lower: np.ndarray, tail: float, tail_int: float
-                     ) -> tuple[np.ndarray, np.ndarray] | None:
-    """The atoms and masses (all mass in [0, c], rounded up) of a law Y*_add with S_F ⪯_dcx Y*_add (step 5'*), or
-    None where its check fails (the caller keeps Y_low). ψ(t) = E(t - S_F)_+ = ∫_0^t P(S_F <= s) ds is convex and
-    increasing; at each knot x_k it is at most ψ_L,k = ∫_0^{x_k} (1 - L(s)) ds (L as in
-    :func:`mean_one_remove_law`) and at most x_k - 1 + A_k + T (= x_k - E[S_F] + π(x_k), π <= Y's stop-loss A + T;
-    ``tail_int`` >= T). Y*_add has the CDF p on each hull piece of those bounds' minimum (raised by ``HULL_SLACK``
-    of its magnitude), each raised by 4 ulps, made non-decreasing from the left, at most 1, and 1 from c on: its
-    kinks are hull vertices only, and the check bounds Ψ(v) = ∫_0^v p from below at every vertex by the bound.
-    Between vertices Ψ is linear and ψ convex, and beyond c Ψ grows with slope 1, ψ with at most 1: Ψ >= ψ
-    everywhere, which is S_F ⪯_dcx Y*_add (for a decreasing convex f, E f(S_F) <= E f(Y*_add)); no mean is used."""
-    x, w, gam = _knots(grid)
-    seg_u = np.concatenate([[1.0], upper[:-1]])
-    a = np.concatenate([np.cumsum((seg_u * w)[::-1])[::-1], [0.0]]) * (1.0 + gam)
-    psi_l = np.concatenate([[0.0], np.cumsum((1.0 - lower) * (1.0 + 2.0 * UNIT_ROUNDOFF) * w)]) * (1.0 + gam)
-    stop = a + tail_int * (1.0 + gam)
-    psi_u = (x - 1.0) + stop
-    psi_u = psi_u + 4.0 * UNIT_ROUNDOFF * (x + 1.0 + stop)  # two sums: u of their operands' magnitude each
-    target = np.minimum(psi_l, psi_u)
-    raised = target + HULL_SLACK * np.abs(target)
-    vertices = lower_hull(x, raised)
-    slopes = np.diff(raised[vertices]) / np.diff(x[vertices]) * (1.0 + 4.0 * UNIT_ROUNDOFF)
-    p = np.minimum(np.maximum.accumulate(np.maximum(slopes, 0.0)), 1.0)
-    seg_p = np.repeat(p, np.diff(vertices))
-    psi = np.concatenate([[0.0], np.cumsum(seg_p * w)]) * (1.0 - gam)
-    if not np.all(psi[vertices] >= target[vertices]):
-        return None
-    cdf = np.concatenate([[0.0], p, [1.0]])  # just left of each vertex, and at c
-    masses = np.diff(cdf) * (1.0 + 2.0 * UNIT_ROUNDOFF)
-    return x[vertices], masses
 
 
 class BlockLawAddBound:

@@ -14,7 +14,7 @@ from scipy import integrate, linalg
 
 from benchmarks.matrix_rivals import binomial_c_col
 from epscert.config.samplers import cached_pair
-from epscert.matrix import block_draws, block_law
+from epscert.matrix import block_draws, block_law, laws_from_bounds
 from epscert.matrix.block_bound import band_and_blocks
 from epscert.matrix.strategies import toeplitz_strategy
 
@@ -505,7 +505,7 @@ def test_the_law_y_is_kept_where_the_check_fails(monkeypatch):
     Y, whose survival P(Y > s) >= P_j on [s_j, s_{j+1}) (checked at both ends) and >= that of fresh draws; the slack
     at 0 fails it too (the cumulative sums' roundings), so the slack is what lets it pass."""
     pair = one_participation(128, 32, 1.0)
-    monkeypatch.setattr(block_law, "HULL_SLACK", -1e-6)
+    monkeypatch.setattr(laws_from_bounds, "HULL_SLACK", -1e-6)
     bound = block_law.BlockLawBound(pair, 1000, 0, 0.01)
     assert not bound.mean_one
     law = bound._bracket._base
@@ -522,9 +522,9 @@ def test_the_law_y_is_kept_where_the_check_fails(monkeypatch):
     for s in (0.5, 1.0, 2.0, 4.0, 8.0):
         frac = float(np.mean(fresh > s))
         assert y_above(s) >= frac - 4.0 * math.sqrt(frac * (1 - frac) / fresh.size)
-    monkeypatch.setattr(block_law, "HULL_SLACK", 0.0)
-    assert block_law.mean_one_remove_law(grid, survival, bound.lower_survival, bound.tail) is None
-    assert block_law.mean_one_add_law(grid, survival, bound.lower_survival, bound.tail, 0.0) is None
+    monkeypatch.setattr(laws_from_bounds, "HULL_SLACK", 0.0)
+    assert laws_from_bounds.mean_one_remove_law(grid, survival, bound.lower_survival, bound.tail) is None
+    assert laws_from_bounds.mean_one_add_law(grid, survival, bound.lower_survival, bound.tail, 0.0) is None
 
 
 def test_the_mean_one_law_is_tighter_than_y():
@@ -533,12 +533,12 @@ def test_the_mean_one_law_is_tighter_than_y():
     pair = one_participation(128, 32, 1.0)
     eps = np.array([0.1, 0.2, 0.4, 0.6, 0.9])
     tight = block_law.BlockLawBound(pair, 2000, 0, 0.01).upper(eps)
-    saved = block_law.HULL_SLACK
-    block_law.HULL_SLACK = -1e-6
+    saved = laws_from_bounds.HULL_SLACK
+    laws_from_bounds.HULL_SLACK = -1e-6
     try:
         loose = block_law.BlockLawBound(pair, 2000, 0, 0.01).upper(eps)
     finally:
-        block_law.HULL_SLACK = saved
+        laws_from_bounds.HULL_SLACK = saved
     assert np.all(tight <= loose * (1 + 1e-9)) and np.any(tight < 0.9 * loose)
 
 
@@ -609,12 +609,12 @@ def test_the_add_law_dominates_in_the_decreasing_convex_order_and_is_refused_for
         bound._bracket.delta_side(np.array([0.5]), "remove", "upper")
     with pytest.raises(ValueError, match="δ_add from above only"):
         bound._bracket.delta_side(np.array([0.5]), "add", "lower")
-    saved = block_law.HULL_SLACK
-    block_law.HULL_SLACK = -1e-6
+    saved = laws_from_bounds.HULL_SLACK
+    laws_from_bounds.HULL_SLACK = -1e-6
     try:
         kept = block_law.BlockLawAddBound(pair, 1000, 0, 0.01)
     finally:
-        block_law.HULL_SLACK = saved
+        laws_from_bounds.HULL_SLACK = saved
     assert not kept.mean_one
     low = kept._bracket._base
     assert low.values[0] == 0.0 and np.array_equal(low.values[1:], grid)
