@@ -298,8 +298,9 @@ def calibrate_sigma(config: CertifyConfig, target_epsilon: float, target_delta: 
         meter.add(1)
 
     def ucb(sigma: float, samples: int, seed: int) -> tuple[float, pa.Table]:
+        # law_seed=None: the block-law bounds on each pass's own seed (a shared one would be selected on across σ)
         cfg = dataclasses.replace(config, sigma=sigma, epsilons=(eps_t,), samples=samples, seed=seed,
-                                  shards=min(config.shards, samples))
+                                  shards=min(config.shards, samples), law_seed=None)
         table = run(cfg)
         rows = [r for r in table.to_pylist() if r["direction"] == direction and r["delta_upper"] is not None]
         return max(r["delta_upper"] for r in rows), table

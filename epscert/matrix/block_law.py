@@ -444,7 +444,7 @@ class BlockLawAddBound:
                                                             markov(grid, moments)), 1.0))
         self.grid, self.survival, self.upper_survival = grid, bound, upper
         tail = float(upper[-1])
-        law = mean_one_add_law(grid, upper, bound, tail, tail_integral(float(grid[-1]), tail, moments))
+        law = mean_one_add_law(grid, upper, bound, tail_integral(float(grid[-1]), tail, moments))
         self.mean_one = law is not None
         if law is None:
             # Y_low (step 5'): atoms 0, s_1, .., s_K with masses 1 - L_1, L_j - L_{j+1}, L_K, each rounded up

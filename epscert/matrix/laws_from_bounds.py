@@ -104,7 +104,7 @@ def mean_one_remove_law(grid: np.ndarray, upper: np.ndarray, lower: np.ndarray, 
     return x[vertices], masses
 
 
-def mean_one_add_law(grid: np.ndarray, upper: np.ndarray, lower: np.ndarray, tail: float, tail_int: float
+def mean_one_add_law(grid: np.ndarray, upper: np.ndarray, lower: np.ndarray, tail_int: float
                      ) -> tuple[np.ndarray, np.ndarray] | None:
     """The atoms and masses (all mass in [0, c], rounded up) of a law Y*_add with S_F ⪯_dcx Y*_add (step 5'*), or
     None where its check fails (the caller keeps Y_low). ψ(t) = E(t - S_F)_+ = ∫_0^t P(S_F <= s) ds is convex and
@@ -114,7 +114,8 @@ def mean_one_add_law(grid: np.ndarray, upper: np.ndarray, lower: np.ndarray, tai
     of its magnitude), each raised by 4 ulps, made non-decreasing from the left, at most 1, and 1 from c on: its
     kinks are hull vertices only, and the check bounds Ψ(v) = ∫_0^v p from below at every vertex by the bound.
     Between vertices Ψ is linear and ψ convex, and beyond c Ψ grows with slope 1, ψ with at most 1: Ψ >= ψ
-    everywhere, which is S_F ⪯_dcx Y*_add (for a decreasing convex f, E f(S_F) <= E f(Y*_add)); no mean is used."""
+    everywhere, which is S_F ⪯_dcx Y*_add (for a decreasing convex f, E f(S_F) <= E f(Y*_add)); no equality of means
+    is needed (the second bound uses E[S_F] = 1)."""
     x, w, gam = _knots(grid)
     seg_u = np.concatenate([[1.0], upper[:-1]])
     a = np.concatenate([np.cumsum((seg_u * w)[::-1])[::-1], [0.0]]) * (1.0 + gam)

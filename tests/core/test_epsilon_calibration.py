@@ -102,6 +102,23 @@ def test_truncation_arguments_are_validated(bad):
 
 
 # -- calibration ---------------------------------------------------------------------------------
+def test_calibration_runs_each_pass_on_its_own_law_seed():
+    """A law_seed on the request (the block-law bounds' seed of an inversion's searches) is dropped in every pass of
+    the σ search and the certificate: a shared one would be the draws the bisection selected on."""
+    from epscert.results.tables import certify_config
+
+    seen = []
+
+    def run(cfg):
+        seen.append(cfg.law_seed)
+        return certify_config(cfg)
+
+    config = CertifyConfig("balls_and_bins", 1.0, 1, (2.0,), methods=("importance",), samples=2000,
+                           error_prob=1e-3, seed=0, law_seed=7)
+    calibrate_sigma(config, 2.0, 1e-2, run=run)
+    assert seen and all(law is None for law in seen)
+
+
 def test_calibration_matches_closed_form_and_dp_accounting():
     # T = 1: Balls-and-Bins is the Gaussian pair, whose calibrated σ is known exactly
     eps_t, delta_t = 2.0, 1e-2

@@ -50,7 +50,8 @@ def test_log_crossing_is_exact_on_an_exponential_curve_and_falls_back_elsewhere(
 
 def test_the_certifying_grid_is_fine_around_the_interpolated_crossings(monkeypatch):
     """Synthetic search curves (exponential, UCB 3x the LCB): the grid has steps of at most h/16 around both
-    crossings, where one span across [l - h, u + h] had (3h)/32; the wide span and the coarse points stay."""
+    crossings, where one span across [l - h, u + h] had (3h)/32, and of h/256 within h/16 of the lower one; the wide
+    span and the coarse points stay."""
     import dataclasses
 
     from epscert.inverse import epsilon_at_delta as ead
@@ -70,6 +71,10 @@ def test_the_certifying_grid_is_fine_around_the_interpolated_crossings(monkeypat
     for crossing in (0.125 + np.log(100.0) / 80.0, 0.125 + np.log(100.0 / 3.0) / 80.0):
         below, above = grid[grid <= crossing].max(), grid[grid > crossing].min()
         assert above - below <= h / 16 + 1e-12, (crossing, below, above)
+    # the lower side is read at grid points: within h/16 of the LCB's interpolated crossing, steps of h/256
+    low = 0.125 + np.log(100.0 / 3.0) / 80.0
+    near = grid[np.abs(grid - low) <= h / 16 + 1e-12]
+    assert near.size >= 33 and np.max(np.diff(near)) <= h / 256 + 1e-12
     assert {0.125, 0.25, 0.5} <= set(grid.tolist())  # coarse fallbacks of [low, top]
     assert grid.min() <= 0.125 + np.log(100.0 / 3.0) / 80.0 - h  # the wide span from l - h
 

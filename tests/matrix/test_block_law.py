@@ -494,6 +494,7 @@ def test_the_mean_one_law_dominates_in_stop_loss_and_fresh_draws():
     near = (x > 0.5) & (x < 1.5)
     assert np.all(phi[near] < pi_u[near] - 1e-4)  # the LCBs cut below Y's stop-loss there
     assert 1.0 <= stop_loss(0.0) <= 1.0 + 1e-8
+    assert stop_loss(0.0) <= bound.mean <= stop_loss(0.0) * (1 + 1e-9)  # the cap's E[Y*], its tail above c included
     fresh, _ = block_draws.draw_means(drawn_factor(pair), 200_000, seed=99)
     for t in (0.5, 1.0, 1.5, 2.0, 4.0, 8.0):
         gaps = np.maximum(fresh - t, 0.0)
@@ -524,7 +525,7 @@ def test_the_law_y_is_kept_where_the_check_fails(monkeypatch):
         assert y_above(s) >= frac - 4.0 * math.sqrt(frac * (1 - frac) / fresh.size)
     monkeypatch.setattr(laws_from_bounds, "HULL_SLACK", 0.0)
     assert laws_from_bounds.mean_one_remove_law(grid, survival, bound.lower_survival, bound.tail) is None
-    assert laws_from_bounds.mean_one_add_law(grid, survival, bound.lower_survival, bound.tail, 0.0) is None
+    assert laws_from_bounds.mean_one_add_law(grid, survival, bound.lower_survival, 0.0) is None
 
 
 def test_the_mean_one_law_is_tighter_than_y():
@@ -574,6 +575,47 @@ def test_add_bound_lies_above_an_independent_naive_estimate():
     assert np.all(upper >= est - 4 * err)
     big = est > 1e-3
     assert big.any() and np.all(upper[big] <= 20 * est[big])  # and it says something
+
+
+def test_each_bound_spends_half_its_beta_on_ucbs_and_half_on_lcbs():
+    """Steps 4, 4', 5* and 5'*: the REMOVE bound's LCBs and the ADD bound's LCBs and UCBs are the KL bounds of the
+    plain draws at β/(2K) each (K grid points), recomputed here; at β/K they would be tighter (the test can fail)."""
+    from epscert.matrix.laws_from_bounds import plain_lower, plain_upper
+
+    pair = one_participation(128, 32, 1.0)
+    beta = 0.01
+    remove = block_law.BlockLawBound(pair, 1000, 0, beta)
+    add = block_law.BlockLawAddBound(pair, 1000, 0, beta)
+    means, rel = block_law.plain_means(pair, block_law.plain_count(add.draws, block_law.tilt_plan(pair)[2]), 0)
+    grid = add.grid
+    share = beta / 2.0 / grid.size
+    assert np.array_equal(remove.lower_survival, plain_lower(means, rel, grid, share))
+    assert np.array_equal(add.survival, plain_lower(means, rel, grid, share))
+    moments = block_law.dominating_law(pair)[3]
+    upper = np.minimum.accumulate(np.minimum(np.minimum(plain_upper(means, rel, grid, share),
+                                                        block_law.markov(grid, moments)), 1.0))
+    assert np.array_equal(add.upper_survival, upper)
+    assert np.any(plain_lower(means, rel, grid, 2.0 * share) > add.survival)
+
+
+def test_the_mean_one_law_on_synthetic_bounds_keeps_a_law():
+    """mean_one_remove_law on a small synthetic grid where the hull's first slope is 1 + HULL_SLACK (the first two
+    UCBs 1: the survival is capped at 1) and the tail level lies above the last piece's slope (the survival is raised
+    to it from the right): the masses are non-negative and the survival just left of c is the tail level at least;
+    the stop-loss without T lies above the greatest convex minorant of min(A, π_L) at every knot."""
+    grid = np.array([0.25, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0])
+    upper = np.array([1.0, 1.0, 0.6, 0.3, 0.15, 0.05, 0.02])
+    lower = np.array([1.0, 0.95, 0.5, 0.25, 0.1, 0.03, 0.0])
+    tail = 0.2  # above the last piece's slope (0.05)
+    values, masses = laws_from_bounds.mean_one_remove_law(grid, upper, lower, tail)
+    assert np.all(masses >= 0.0) and values[0] == 0.0 and values[-1] == grid[-1]
+    assert masses[-1] >= 0.0 and abs(float(masses.sum()) + tail - 1.0) < 1e-9
+    x, pi_u, pi_l = stop_loss_bounds(grid, upper, lower, 0.0)
+    vals, mass = values.astype(np.longdouble), masses.astype(np.longdouble)
+    phi = np.array([np.sum(mass * np.maximum(vals - t, 0)) + (x[-1] - t) * tail for t in x])
+    assert np.all(phi >= convex_minorant(x, np.minimum(pi_u, pi_l)) * (1 - 1e-12))
+    add_law = laws_from_bounds.mean_one_add_law(grid, upper, lower, 0.0)
+    assert add_law is not None and np.all(add_law[1] >= 0.0) and abs(float(add_law[1].sum()) - 1.0) < 1e-9
 
 
 def test_the_add_law_dominates_in_the_decreasing_convex_order_and_is_refused_for_remove():
