@@ -67,6 +67,19 @@ def _knots(grid: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
     return x, np.diff(x), gamma_n(grid.size + 4)
 
 
+def _upper_stop_loss(upper: np.ndarray, w: np.ndarray, gam: float) -> np.ndarray:
+    """A_k = ∫_{x_k}^c of Y's survival (1 on [0, s_1), P_j on [s_j, s_{j+1})) at every knot, rounded up."""
+    seg_u = np.concatenate([[1.0], upper[:-1]])
+    return np.concatenate([np.cumsum((seg_u * w)[::-1])[::-1], [0.0]]) * (1.0 + gam)
+
+
+def _hull_slopes(x: np.ndarray, raised: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(the vertices of :func:`lower_hull` of the points, the slope of each hull piece raised in magnitude by 4 ulps
+    for its quotient and differences)."""
+    vertices = lower_hull(x, raised)
+    return vertices, np.diff(raised[vertices]) / np.diff(x[vertices]) * (1.0 + 4.0 * UNIT_ROUNDOFF)
+
+
 def mean_one_remove_law(grid: np.ndarray, upper: np.ndarray, lower: np.ndarray, tail: float
                         ) -> tuple[np.ndarray, np.ndarray] | None:
     """The atoms and masses (values <= c, rounded up) of a law Y* below Y in the increasing convex order with
@@ -86,15 +99,11 @@ def mean_one_remove_law(grid: np.ndarray, upper: np.ndarray, lower: np.ndarray, 
     E[Y*] = E(Y* - 0)_+ >= π(0) = 1, S_F ⪯_icx Y* (stop-loss order). Y*'s stop-loss is at most Y's at every knot
     (up to the slack), so it is the tighter law wherever the LCBs cut below Y's (near and below the mean)."""
     x, w, gam = _knots(grid)
-    seg_u = np.concatenate([[1.0], upper[:-1]])  # Y's survival on the K segments
-    a = np.concatenate([np.cumsum((seg_u * w)[::-1])[::-1], [0.0]]) * (1.0 + gam)
     b = np.concatenate([[0.0], np.cumsum(lower * w)]) * (1.0 - gam)
     pi_l = np.maximum(1.0 - b, 0.0) * (1.0 + 2.0 * UNIT_ROUNDOFF)
-    target = np.minimum(a, pi_l)
-    raised = target * (1.0 + HULL_SLACK)
-    vertices = lower_hull(x, raised)
-    slopes = -np.diff(raised[vertices]) / np.diff(x[vertices]) * (1.0 + 4.0 * UNIT_ROUNDOFF)
-    q = np.minimum(np.maximum.accumulate(np.maximum(slopes, tail)[::-1])[::-1], 1.0)
+    target = np.minimum(_upper_stop_loss(upper, w, gam), pi_l)
+    vertices, slopes = _hull_slopes(x, target * (1.0 + HULL_SLACK))
+    q = np.minimum(np.maximum.accumulate(np.maximum(-slopes, tail)[::-1])[::-1], 1.0)
     seg_q = np.repeat(q, np.diff(vertices))
     d = np.concatenate([np.cumsum((seg_q * w)[::-1])[::-1], [0.0]]) * (1.0 - gam)
     if not np.all(d[vertices] >= target[vertices]):
@@ -117,16 +126,12 @@ def mean_one_add_law(grid: np.ndarray, upper: np.ndarray, lower: np.ndarray, tai
     everywhere, which is S_F ⪯_dcx Y*_add (for a decreasing convex f, E f(S_F) <= E f(Y*_add)); no equality of means
     is needed (the second bound uses E[S_F] = 1)."""
     x, w, gam = _knots(grid)
-    seg_u = np.concatenate([[1.0], upper[:-1]])
-    a = np.concatenate([np.cumsum((seg_u * w)[::-1])[::-1], [0.0]]) * (1.0 + gam)
     psi_l = np.concatenate([[0.0], np.cumsum((1.0 - lower) * (1.0 + 2.0 * UNIT_ROUNDOFF) * w)]) * (1.0 + gam)
-    stop = a + tail_int * (1.0 + gam)
+    stop = _upper_stop_loss(upper, w, gam) + tail_int * (1.0 + gam)
     psi_u = (x - 1.0) + stop
     psi_u = psi_u + 4.0 * UNIT_ROUNDOFF * (x + 1.0 + stop)  # two sums: u of their operands' magnitude each
     target = np.minimum(psi_l, psi_u)
-    raised = target + HULL_SLACK * np.abs(target)
-    vertices = lower_hull(x, raised)
-    slopes = np.diff(raised[vertices]) / np.diff(x[vertices]) * (1.0 + 4.0 * UNIT_ROUNDOFF)
+    vertices, slopes = _hull_slopes(x, target + HULL_SLACK * np.abs(target))
     p = np.minimum(np.maximum.accumulate(np.maximum(slopes, 0.0)), 1.0)
     seg_p = np.repeat(p, np.diff(vertices))
     psi = np.concatenate([[0.0], np.cumsum(seg_p * w)]) * (1.0 - gam)
