@@ -11,6 +11,8 @@ import math
 import sys
 from typing import Iterable, TextIO
 
+from epscert.inverse.best import outward_text
+
 #: Columns of the human-readable table (the Parquet file has them all).
 TABLE_COLUMNS = ("sampler", "sigma", "steps", "epochs", "method", "direction", "epsilon", "delta_lower", "delta", "delta_upper",
                  "std_error", "samples", "guarantee")
@@ -19,14 +21,24 @@ MATRIX_COLUMNS = ("strategy", "iterations")
 FORMATS = ("table", "json")
 #: Table order of the directions: the reported 'both' first, then its parts.
 DIRECTION_ORDER = {"both": 0, "remove": 1, "add": 2}
+#: Columns that hold a bound, and its side (True: an upper bound, False: a lower one). Their cells are rounded away
+#: from the side they bound (:func:`~epscert.inverse.best.outward_text`), so a printed upper bound is never below the
+#: certified one and a printed lower bound never above it; the other numbers (estimates, settings) to the nearest.
+BOUND_COLUMNS = {"delta_upper": True, "delta_lower": False, "epsilon_upper": True, "epsilon_lower": False}
+#: Significant digits of a table cell.
+DIGITS = 6
 
 
-def _cell(value: object) -> str:
+def _cell(value: object, up: bool | None = None) -> str:
+    """One table cell: '-' for None; a float to :data:`DIGITS` significant digits, rounded up (``up`` True), down
+    (False) or to the nearest (None)."""
     if value is None:
         return "-"
     if isinstance(value, float):
         if math.isnan(value):
             return "nan"
+        if up is not None:
+            return outward_text(value, up=up, digits=DIGITS)
         return f"{value:.6g}" if value == 0 or 1e-4 <= abs(value) < 1e6 else f"{value:.4e}"
     return str(value)
 
@@ -55,7 +67,7 @@ def table_columns(rows: list[dict]) -> tuple[str, ...]:
 def print_table(rows: list[dict], stream: TextIO) -> None:
     """A fixed-width table of :func:`table_columns`, one line per row."""
     columns = table_columns(rows)
-    cells = [[_cell(row.get(c)) for c in columns] for row in rows]
+    cells = [[_cell(row.get(c), BOUND_COLUMNS.get(c)) for c in columns] for row in rows]
     widths = [max([len(c)] + [len(line[i]) for line in cells]) for i, c in enumerate(columns)]
     print("  ".join(c.ljust(w) for c, w in zip(columns, widths)).rstrip(), file=stream)
     print("  ".join("-" * w for w in widths), file=stream)
