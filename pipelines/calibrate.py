@@ -21,6 +21,7 @@ import tempfile
 import uuid
 from typing import Sequence
 
+from epscert.inverse.best import outward_text
 from epscert.inverse.calibrate import calibrate_sigma, uses_bracket
 from epscert.config import (
     DEFAULT_ERROR_PROB, DEFAULT_SAMPLES, MAX_EPSILON, CertifyConfig, Direction, Method, Sampler, check_float,
@@ -176,10 +177,15 @@ def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
     if args.format == "json":
         print(json.dumps(summary))
     else:
+        # every printed σ is one that suffices (rounded up) or one that fails (rounded down), and the UCB is rounded
+        # up: a σ copied from this summary into training still meets the target
         shown = {"sigma_accuracy": lambda v: "-" if v is None else f"{100 * v:.3g}% (optimum proven in "
-                 f"({result.failing_sigma:.6g}, {result.sigma:.6g}])",
-                 "delta_upper_at_target": lambda v: f"{v:.4g}", "failing_sigma": lambda v: "-" if v is None else f"{v:.6g}",
-                 "poisson_sigma": lambda v: f"{v:.5g}", "deterministic_sigma": lambda v: f"{v:.5g}",
+                 f"({outward_text(result.failing_sigma, up=False, digits=6)}, "
+                 f"{outward_text(result.sigma, up=True, digits=6)}])",
+                 "delta_upper_at_target": lambda v: outward_text(v, up=True),
+                 "failing_sigma": lambda v: "-" if v is None else outward_text(v, up=False, digits=6),
+                 "poisson_sigma": lambda v: outward_text(v, up=True, digits=5),
+                 "deterministic_sigma": lambda v: outward_text(v, up=True, digits=5),
                  "certify_seed": lambda v: "-" if v is None else str(v)}
         for key, value in summary.items():
             print(f"{key:28s} {shown.get(key, str)(value)}")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from fractions import Fraction
 
 import pytest
 
@@ -42,6 +43,23 @@ def test_calibrate_beam_job_equals_the_in_process_search(capsys):
     assert summary["delta_upper_at_target"] == local.delta_upper
     assert summary["certified"] is True and summary["certify_seed"] == "1"
     assert summary["poisson_sigma"] == pytest.approx(local.poisson_sigma)  # the API's name (was poisson_sigma_pld)
+
+
+def test_calibrate_summary_prints_its_bounds_outward(capsys):
+    """The table form's UCB is rounded up, the failing σ down and the comparison σ up (on the exact binary values):
+    the summary never shows a δ below the certified one or a failing σ above the proven one."""
+    argv = ["calibrate", "--target-epsilon", "1.5", "--delta", "1e-2", "--steps", "1", "--samples", "20000",
+            "--method", "importance", "--shards", "2"]
+    assert cli.main(argv) == 0
+    shown = dict(line.split(None, 1) for line in capsys.readouterr().out.splitlines()[:16] if line.strip())
+    config = CertifyConfig("balls_and_bins", 1.0, 1, (1.5,), methods=("importance",), samples=20000, shards=2)
+    local = calibrate_sigma(config, 1.5, 1e-2)
+    assert float(shown["sigma"]) == local.sigma  # the exact double (its repr)
+    assert Fraction(shown["delta_upper_at_target"]) >= Fraction(local.delta_upper)
+    assert Fraction(shown["poisson_sigma"]) >= Fraction(local.poisson_sigma)
+    assert Fraction(shown["deterministic_sigma"]) >= Fraction(local.deterministic_sigma)
+    if local.failing_sigma is not None:
+        assert Fraction(shown["failing_sigma"]) <= Fraction(local.failing_sigma)
 
 
 @pytest.mark.parametrize("argv,field", [(["--target-epsilon", "-1", "--delta", "1e-3", "--steps", "10"], "epsilon"),
