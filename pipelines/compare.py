@@ -13,6 +13,8 @@ from typing import Sequence
 
 from epscert.compare import compare_rows, pivot
 from epscert.config import DEFAULT_ERROR_PROB, DEFAULT_SAMPLES, CertifyConfig, Direction, Method
+from epscert.compare import COMPARE_COLUMNS
+from epscert.inverse.best import outward_text
 from epscert.inverse.epsilon_at_delta import check_deltas
 from epscert.progress import print_to_stderr
 from pipelines.flags import FlagError, check_leftovers
@@ -49,14 +51,30 @@ def build_parser(prog: str = PROG) -> ArgumentParser:
     return parser
 
 
-def _cell(value) -> str:
+def _cell(value, up: bool | None = None) -> str:
+    """Four significant digits: a bound rounded away from the side it bounds (``up`` True for an upper bound, False for
+    a lower one: :func:`~epscert.inverse.best.outward_text`), an estimate (None) to the nearest."""
     if value is None:
         return "-"
     if isinstance(value, str):
         return value
     if not math.isfinite(value):
         return str(value)
+    if up is not None:
+        return outward_text(value, up=up)
     return f"{value:.4g}" if value == 0 or 1e-3 <= abs(value) < 1e4 else f"{value:.3e}"
+
+
+def column_sides() -> list[bool | None]:
+    """The side of each column of :func:`~epscert.compare.pivot`'s table: the quantity's label (None), then per
+    :data:`~epscert.compare.COMPARE_COLUMNS` up for an upper bound (and the exact deterministic value, computed on
+    the upper side of its closed form), down for a lower bound, None for the Monte Carlo mean; the last column is
+    text. An ε(δ) row reads the same sides (ε's upper bound where δ's is)."""
+    sides = {"delta_upper": True, "delta_lower": False}
+    out: list[bool | None] = [None]
+    for _, _, method, column in COMPARE_COLUMNS:
+        out.append(True if method == "exact" else sides.get(column))
+    return out + [None]
 
 
 def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
@@ -88,7 +106,8 @@ def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
             write_rows(rows, args.output)
         return 0
     header, table = pivot(rows, config.direction.value)
-    cells = [header] + [[_cell(v) for v in line] for line in table]
+    sides = column_sides()
+    cells = [header] + [[_cell(v, up) for v, up in zip(line, sides)] for line in table]
     widths = [max(len(line[i]) for line in cells) for i in range(len(header))]
     print(f"σ={config.sigma:g}, T={config.steps}, E={config.epochs}, direction={config.direction.value}, "
           f"Monte Carlo: {config.resolved[0].value}, {config.samples} samples, β={config.error_prob:g}")

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import json
+import math
 from fractions import Fraction
 
 import pytest
 
 from epscert.inverse.calibrate import calibrate_sigma
 from epscert.config import CertifyConfig
+from epscert.compare import pivot
 from pipelines import cli
+from pipelines.compare import column_sides
 
 
 def test_compare_prints_every_accountant(capsys):
@@ -20,6 +23,29 @@ def test_compare_prints_every_accountant(capsys):
                   "δ_B lower", "δ_B MC mean", "δ_B UCB"):
         assert label in out
     assert "ε=1" in out and "ε=2" in out and "δ=0.001" in out
+
+
+def test_compare_table_prints_bounds_outward(capsys):
+    """Every upper-bound cell of the printed table is at least its row's value, every lower-bound cell at most it
+    (exact rationals), for δ(ε) and ε(δ) lines alike; the Monte Carlo mean is to the nearest."""
+    argv = ["compare", "--sigma", "0.8", "--steps", "50", "--epsilons", "1,2", "--deltas", "1e-3", "--samples", "5000",
+            "--no-progress"]
+    assert cli.main(argv + ["--format", "json"]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith("{")]
+    header, table = pivot([{k: (float(v) if v in ("inf", "-inf", "nan") else v) for k, v in r.items()} for r in rows],
+                          "both")
+    assert cli.main(argv) == 0
+    printed = [line.split() for line in capsys.readouterr().out.splitlines()[2:]]
+    sides = column_sides()
+    assert sides[1:-1] == [True, True, False, True, True, False, False, False, False, True, None, True]
+    checked = 0
+    for line, cells in zip(table, printed):
+        for value, cell, up in zip(line[1:-1], cells[1:], sides[1:-1]):
+            if not isinstance(value, float) or not math.isfinite(value) or up is None:
+                continue
+            assert (Fraction(cell) >= Fraction(value)) if up else (Fraction(cell) <= Fraction(value))
+            checked += 1
+    assert checked >= 20
 
 
 @pytest.mark.parametrize("argv,field", [(["--sigma", "0", "--steps", "10"], "sigma"),
