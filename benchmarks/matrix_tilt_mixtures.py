@@ -1,6 +1,6 @@
 """Issue-33 evidence at n = b = 2000, σ = 1.2 (one participation, 16 bands): two routes past the loss tilt, measured.
 
-    python -m benchmarks.matrix_tilt_mixtures [--draws 40000] [--seed 0]
+    python -m benchmarks.matrix_tilt_mixtures [--draws 100000] [--seed 0]
 
 Notation of :mod:`epscert.matrix.cluster_tilt`: under Q, g ~ N(0, G), x_k = g_k - G_kk/2, L = log((1/b) Σ_k e^{x_k}),
 h = (e^L - e^ε)_+, δ_remove(ε) = E_Q[h]. The certified values there are Y = Z̄ ρκ e^{-θL} h in [0, B̄_θ(ε)].
@@ -22,6 +22,11 @@ h = (e^L - e^ε)_+, δ_remove(ε) = E_Q[h]. The certified values there are Y = Z
    unbiased for δ_remove, and Y <= W_A h / λ_A <= B̄_θ / λ_A: the proven range only grows. Printed: the mean, the
    relative variance Var(Y)/E[Y]^2 and the largest value seen over the mean, for the tilt alone (λ_A = 1) and for
    the mixture, at the ε of δ ≈ 10⁻⁶ and 10⁻⁸.
+
+3. The bounds those values give (β = 0.005 a side, as the Accountant's REMOVE rows): the rows' UCB (the smaller of
+   KL-Chernoff and empirical Bernstein at the proven range, β/2 each), a truncated UCB (at a level τ = B 4^{-k}, the
+   empirical Bernstein bound of min(Y, τ) at range τ plus the KL bound of (Y - τ)_+ at range B - τ, the best of
+   k = 1..8 at β/16 each) and the rows' LCB (:func:`epscert.bounds.truncated_lcb.truncated_lcb`), each over the mean.
 
 A Bernstein UCB from N values in [0, R] with relative variance V lies about sqrt(2 V log(1/α)/N) + 7 R log(1/α)/(3N δ)
 above δ (relative). Its log log(UCB/LCB) must stay near 0.2 (1e-6) and 0.4 (1e-8) for 2% in ε (the slopes of
@@ -45,6 +50,9 @@ import numpy as np  # noqa: E402
 from scipy.optimize import linprog, minimize  # noqa: E402
 from scipy.special import gammaln, logsumexp  # noqa: E402
 
+from epscert.bounds.empirical_bernstein import eb_ucb  # noqa: E402
+from epscert.bounds.kl import kl_ucb  # noqa: E402
+from epscert.bounds.truncated_lcb import truncated_lcb, truncation_levels  # noqa: E402
 from epscert.config.samplers import cached_pair  # noqa: E402
 from epscert.matrix.cluster_tilt import cluster_order_range, tilt_for  # noqa: E402
 from epscert.matrix.loss_tilt import max_order  # noqa: E402
@@ -56,8 +64,12 @@ from benchmarks.matrix_rivals import binomial_c_col  # noqa: E402
 POINTS = ((0.44, 1.18e-6), (0.68, 1.0e-8))
 SHIFT_SCALES = (0.9, 1.0, 1.1)
 BULK_SHIFTS = (0.02, 0.03, 0.04)
-WEIGHTS = (0.4, 0.3, 0.3)  # λ_A, λ_B, λ_C
+WEIGHTS = (0.7, 0.15, 0.15)  # λ_A, λ_B, λ_C
+#: The failure probability of each side (the REMOVE share of the Accountant's error_prob = 0.01).
+BETA = 0.005
+#: Levels B·4^-k, k = 1..TRUNCATED, of the truncated UCB (part 3).
 WINDOW = 81  # the pattern's support
+TRUNCATED = 8
 
 
 def log_range(log_z: float, theta: int, eps: float) -> float:
@@ -162,9 +174,25 @@ def mixture_values(pair, tilt, pattern: np.ndarray, weights, eps_list, draws: in
     return {e: np.concatenate(v) for e, v in out.items()}
 
 
+def bounds(y: np.ndarray, value_range: float) -> tuple[float, float, float]:
+    """Part 3: (the rows' UCB, the truncated UCB, the rows' LCB) of the values ``y`` in [0, ``value_range``]."""
+    count, mean, var = y.size, float(y.mean()), float(y.var(ddof=1))
+    ucb = min(kl_ucb(mean, count, BETA / 2, scale=value_range), eb_ucb(mean, var, count, BETA / 2, scale=value_range))
+    trunc = math.inf
+    for k in range(1, TRUNCATED + 1):
+        tau = value_range * 4.0 ** -k
+        low = np.minimum(y, tau)
+        part = eb_ucb(float(low.mean()), float(low.var(ddof=1)), count, BETA / (2 * TRUNCATED), scale=tau)
+        trunc = min(trunc, part + kl_ucb(max(mean - float(low.mean()), 0.0), count, BETA / (2 * TRUNCATED),
+                                         scale=value_range - tau))
+    levels = truncation_levels(value_range)
+    lcb = truncated_lcb(np.array([float(np.minimum(y, t).mean()) for t in levels]), value_range, count, BETA)
+    return ucb, trunc, lcb
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--draws", type=int, default=40_000)
+    parser.add_argument("--draws", type=int, default=100_000)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     n = b = 2000
@@ -185,8 +213,8 @@ def main() -> None:
     eps_list = [e for e, _ in POINTS]
     print()
     print(f"| proposal (θ = {theta}, {args.draws} draws, seed {args.seed}) | ε | mean | relative variance | "
-          "max / mean | proven range / mean | CPU s |")
-    print("|---|---|---|---|---|---|---|")
+          "max / mean | proven range / mean | rows' UCB / mean | truncated UCB / mean | LCB / mean | CPU s |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for name, weights in (("tilt alone", (1.0, 0.0, 0.0)), (f"mixture λ = {WEIGHTS}", WEIGHTS)):
         start = time.process_time()
         pattern = crossing_pattern(pair.g, POINTS[0][0])
@@ -196,8 +224,9 @@ def main() -> None:
             y = values[e]
             mean = float(y.mean())
             bound = math.exp(log_range(tilt.log_z, theta, e)) / weights[0]
+            ucb, trunc, lcb = bounds(y, bound)
             print(f"| {name} | {e} | {mean:.4g} | {float(y.var()) / mean ** 2:.4g} | {float(y.max()) / mean:.4g} | "
-                  f"{bound / mean:.4g} | {cpu:.0f} |")
+                  f"{bound / mean:.4g} | {ucb / mean:.3f} | {trunc / mean:.3f} | {lcb / mean:.3f} | {cpu:.0f} |")
 
 
 if __name__ == "__main__":
