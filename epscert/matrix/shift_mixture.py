@@ -51,16 +51,19 @@ So η^T w - |η|²/2 = η^T z + (m_k for a P row, else |η|²) - |η|²/2, m = M
 Rounding. η, m and |η|² are fixed vectors and numbers, so the law drawn is π for the stored η (with the convention
 above, which also covers G e_k = M M^T e_k up to the factor's rounding); what must be accurate is the exponent
 e = η^T w - |η|²/2 of each value, as its error moves log Y by at most as much (the derivative of
-log(λ + (1 - λ) e^{e - L}) in e is below 1). η^T z is summed in long double (unit u_l): its error is at most
-γ_b(u_l) Σ_k |η_k z_k| (γ_n = n u/(1 - n u)), computed for every row, plus u of it for the rounding to double;
-the shifted rows' point is fl(z + η), within u (|z_k| + |η_k|) of z + η entrywise, which moves η^T w by at most
-u (Σ_k |η_k z_k| + |η|²); m_k, a sum of at most K products of the factor (K the band product's terms, or b for a
-dense factor), is within γ_K(2^-53) (|M| |η|)_k, bounded once over k; |η|² (b squares, long double) within
-γ_b(u_l) |η|²; the exponent's additions within 4 ulps of its terms. Every row's bound must be at most
-``EXPONENT_ALLOWANCE`` = FLOAT_REL/4, else the draw raises FloatingPointError (at the setting above the bound is
-about 2·10⁻¹³ on x86-64, whose long double has u_l = 2^-64; where long double is the double itself the bound is
-about 4·10⁻¹⁰ there and may exceed it: the draw then refuses rather than the rule switching estimators by platform,
-so shards merged from several machines are always of one estimator). In :meth:`ShiftMixture.log_values` e - L is
+log(λ + (1 - λ) e^{e - L}) in e is below 1). η^T z is summed in double in two levels (:func:`blocked_dot`): the
+products of each block of ``SUM_BLOCK`` consecutive terms summed (in any order), then the block sums. A sum of m terms
+in any order is within γ_{m-1} of the sum of their absolute values, and each product within u of its own (γ_n = n u/
+(1 - n u), u = 2^-53), so the error is at most Γ Σ_k |η_k z_k| with Γ = γ_B + γ_{J-1} (1 + γ_B), B = ``SUM_BLOCK``
+and J the number of blocks, computed for every row, on every platform (x86-64's long double, which the estimator
+summed in before, is double on Windows and on arm64 macOS, where the bound at n = b = 10^4 was over the allowance and
+the draw refused; Γ ≈ 221 u there, against b u). The shifted rows' point is fl(z + η), within u (|z_k| + |η_k|) of
+z + η entrywise, which moves η^T w by at most u (Σ_k |η_k z_k| + |η|²); m_k, a sum of at most K products of the
+factor (K the band product's terms, or b for a dense factor), is within γ_K (|M| |η|)_k, bounded once over k; |η|²
+(b squares, the same two levels) within Γ |η|²; the exponent's additions within 4 ulps of its terms. Every row's bound
+must be at most ``EXPONENT_ALLOWANCE`` = FLOAT_REL/4, else the draw raises FloatingPointError (at the setting above
+the bound is about 10⁻¹¹; the draw refuses rather than the rule switching estimators, so shards merged from several
+machines are always of one estimator). In :meth:`ShiftMixture.log_values` e - L is
 formed with an absolute error of at most u (|e| + |L|), checked against the same allowance; the rest (a log1p, an
 expm1, a logaddexp) is within a few ulp relative. So every computed value is within FLOAT_REL relative of the
 exact value at the computed loss, the allowance by which :func:`epscert.results.rows.matrix_value_rows` lowers the
@@ -86,13 +89,26 @@ DEFENSIVE = 8
 EXPONENT_ALLOWANCE = FLOAT_REL / 4
 #: Factor on every γ_n (Higham's bound, :func:`~epscert.matrix.add_decoupled.gamma_n`) for its own rounding.
 ROUND_UP = 1.01
-#: Longest (rows, b) block of long double products formed at once (cost only: the sums are per row).
-LONG_BLOCK_ELEMENTS = 2**18
+#: Terms per block of :func:`blocked_dot`'s first level (module docstring, Rounding).
+SUM_BLOCK = 64
 
 
-def long_unit() -> float:
-    """Unit roundoff of np.longdouble on this platform."""
-    return float(np.finfo(np.longdouble).eps) / 2.0
+def blocked_gamma(terms: int) -> float:
+    """Γ = γ_B + γ_{J-1} (1 + γ_B) of :func:`blocked_dot` for ``terms`` terms (B = ``SUM_BLOCK``, J blocks), raised by
+    ``ROUND_UP``: its error is at most Γ times the sum of the terms' absolute values, whatever order numpy sums in."""
+    blocks = -(-terms // SUM_BLOCK)
+    inner = gamma_n(min(terms, SUM_BLOCK))
+    return ROUND_UP * (inner + gamma_n(max(blocks - 1, 0)) * (1.0 + inner))
+
+
+def blocked_dot(rows: np.ndarray, vector: np.ndarray) -> np.ndarray:
+    """rows @ vector in double, in two levels: the products of each block of ``SUM_BLOCK`` consecutive columns summed,
+    then the block sums (zeros pad the last block: they add nothing and round nothing)."""
+    n, b = rows.shape
+    blocks = -(-b // SUM_BLOCK)
+    padded = np.zeros((n, blocks * SUM_BLOCK))
+    padded[:, :b] = rows * vector[None, :]
+    return padded.reshape(n, blocks, SUM_BLOCK).sum(axis=2).sum(axis=1)
 
 
 def applies(pair, backend: str | None = None) -> bool:
@@ -100,8 +116,7 @@ def applies(pair, backend: str | None = None) -> bool:
     gives REMOVE's upper bound (:func:`epscert.matrix.block_law.applies`), the loss tilt reaches no order above 2
     (:func:`~epscert.matrix.loss_tilt.max_order` and the cluster orders of :mod:`epscert.matrix.cluster_tilt`), the
     backend is not JAX (the mixture has numpy kernels only). The platform does not enter (shards merged from several
-    machines are of one estimator); where long double is the double itself the rounding guard of :meth:`ShiftMixture.draw`
-    may refuse a draw instead."""
+    machines are of one estimator): the mixture sums in double everywhere (module docstring, Rounding)."""
     if backend == "jax":
         return False
     if max(max_order(pair), cluster_order_range(pair)[0]) > 2:
@@ -140,9 +155,8 @@ class ShiftMixture:
         self.mean_row = float(np.sum(pair.g)) / b
         self.t = max(float(eps_ref), 0.0) / self.mean_row if self.mean_row > 0 else 0.0
         self.eta = self.t * column_sums(pair)
-        self.eta_long = self.eta.astype(np.longdouble)
-        unit_l = long_unit()
-        self.norm_sq = float(np.dot(self.eta_long, self.eta_long))
+        self.dot_gamma = blocked_gamma(b)
+        self.norm_sq = float(blocked_dot(self.eta[None, :], self.eta)[0])
         self.shift = pair.noise(self.eta[None, :])[0]  # m = M η: Π_η's mean
         f = pair.factor
         # products summed per entry of M η: b (dense), 1 (diagonal), 2K (the band's two K x K blocks, kernels)
@@ -152,11 +166,10 @@ class ShiftMixture:
         gamma_m = ROUND_UP * gamma_n(terms)
         m_error = gamma_m * (1.0 + 2.0 * gamma_m) * float(np.max(mk.apply_factor(np, self.abs_eta[None, :],
                                                                                   abs_factor_tuple(pair))[0]))
-        #: error bound of every exponent but the row's terms: m_k, |η|² (summed in long double, then rounded)
-        self.fixed_error = m_error + (ROUND_UP * gamma_n(b, unit_l) + 2.0**-52) * self.norm_sq
+        #: error bound of every exponent but the row's terms: m_k, |η|² (the two-level sum of b squares, then halved)
+        self.fixed_error = m_error + (self.dot_gamma * (1.0 + self.dot_gamma) + 2.0**-52) * self.norm_sq
         #: |m|_max + |η|²: the size of the other terms of an exponent (their additions' rounding)
         self.term_size = float(np.max(np.abs(self.shift))) + 1.5 * self.norm_sq
-        self.dot_gamma = ROUND_UP * gamma_n(b, unit_l)
         self.log_lambda = -math.log(DEFENSIVE)
         self.log_rest = math.log1p(-1.0 / DEFENSIVE)
 
@@ -175,8 +188,7 @@ class ShiftMixture:
         error = error + self.fixed_error + 2.0**-50 * (np.abs(dots) + self.term_size)
         if not bool(np.all(error <= EXPONENT_ALLOWANCE)):
             raise FloatingPointError(f"the shift mixture's exponent error bound {float(np.max(error)):.3g} exceeds "
-                                     f"{EXPONENT_ALLOWANCE:.3g} (epscert.matrix.shift_mixture, Rounding; long double "
-                                     f"unit here {long_unit():.3g})")
+                                     f"{EXPONENT_ALLOWANCE:.3g} (epscert.matrix.shift_mixture, Rounding)")
         shift_rows = ~p_rows
         z[shift_rows] += self.eta
         g = pair.noise(z)
@@ -185,19 +197,12 @@ class ShiftMixture:
         return g, exponent
 
     def dots(self, z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(η^T z per row, summed in long double and rounded to double; a bound on each one's error): γ_b(u_l) Σ_k
-        |η_k z_k| (that sum computed within 1e-6 relative), the rounding to double, and the rounding of z + η on the
-        shifted rows (u (Σ_k |η_k z_k| + |η|²): the z-space point is fl(z + η))."""
-        n, b = z.shape
-        dots = np.empty(n)
-        sizes = np.empty(n)
-        step = max(1, LONG_BLOCK_ELEMENTS // b)
-        for start in range(0, n, step):
-            part = z[start:start + step]
-            dots[start:start + step] = (part.astype(np.longdouble) @ self.eta_long).astype(np.float64)
-            sizes[start:start + step] = np.abs(part) @ self.abs_eta
-        sizes *= 1.0 + 1e-6
-        return dots, self.dot_gamma * sizes + 2.0**-53 * (np.abs(dots) + sizes + self.norm_sq)
+        """(η^T z per row, by :func:`blocked_dot`; a bound on each one's error): Γ Σ_k |η_k z_k| (that sum computed
+        within 1e-6 relative: b positive terms, γ_b far below it), and the rounding of z + η on the shifted rows
+        (u (Σ_k |η_k z_k| + |η|²): the z-space point is fl(z + η))."""
+        dots = blocked_dot(z, self.eta)
+        sizes = (np.abs(z) @ self.abs_eta) * (1.0 + 1e-6)
+        return dots, self.dot_gamma * sizes + 2.0**-53 * (sizes + self.norm_sq)
 
     def log_values(self, g: np.ndarray, exponent: np.ndarray, eps) -> np.ndarray:
         """(|ε|, n) logs of Y = (1 - e^{ε - L})_+ / (λ + (1 - λ) e^{e - L}) (-inf where L <= ε)."""

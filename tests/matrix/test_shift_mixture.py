@@ -215,27 +215,41 @@ def test_the_range_is_one_over_lambda_and_the_values_reach_above_one():
     assert 4.0 < y.max() <= 8.0
 
 
-def test_the_dot_product_is_summed_within_its_bound_where_double_is_not():
-    """Rows whose first and last terms are ±9·10^17 and the rest about 30 (positive): a sum in double (sequential)
-    loses every middle term (its ulp at 9·10^17 is 128), the long double one keeps them; both against the exact rational sum,
-    the long double one within the bound :meth:`ShiftMixture.dots` returns, the double one outside it (so a draw
-    summed in double would break the bound). Where long double is double this is skipped."""
+def test_the_dot_product_is_summed_within_its_bound_on_every_platform():
+    """Rows whose first and last terms are ±9·10^17 and the rest about 30 (positive), and rows of normals: the two-level
+    double sum (:func:`~epscert.matrix.shift_mixture.blocked_dot`) against the exact rational sum, within the bound
+    :meth:`ShiftMixture.dots` returns, and that bound below 10^-12 Σ|η_k z_k|. On the first rows the sum does round
+    (the outer blocks' partial sums near 9·10^17, whose ulp is 128, cannot carry the middle terms' fractions); no long
+    double is involved, so the same holds where long double is double (Windows, arm64 macOS)."""
     from fractions import Fraction
 
-    if sm.long_unit() > 2.0**-60:
-        pytest.skip("long double is double here")
     pair = pair_of(1000, 2.0, 8)
     mixture = sm.ShiftMixture(pair, 0.15)
     rng = np.random.default_rng(8)
     z = 30.0 * (1.0 + 0.1 * rng.random((4, pair.bins))) / mixture.eta
     z[:, 0] = 9e17 / mixture.eta[0]
     z[:, -1] = -9e17 / mixture.eta[-1]
+    z = np.concatenate([z, rng.standard_normal((4, pair.bins))])
     dots, bound = mixture.dots(z)
-    for i in range(4):
+    for i in range(z.shape[0]):
         exact = sum(Fraction(float(a)) * Fraction(float(c)) for a, c in zip(mixture.eta, z[i]))
-        assert abs(Fraction(float(dots[i])) - exact) <= Fraction(float(bound[i]))
-        in_double = float(np.cumsum(z[i] * mixture.eta)[-1])  # sequential double sum
-        assert abs(Fraction(in_double) - exact) > Fraction(float(bound[i]))  # the data discriminates
+        error = abs(Fraction(float(dots[i])) - exact)
+        assert error <= Fraction(float(bound[i]))
+        size = sum(abs(Fraction(float(a)) * Fraction(float(c))) for a, c in zip(mixture.eta, z[i]))
+        assert Fraction(float(bound[i])) < Fraction(1, 10**12) * size
+        if i < 4:
+            assert error > 0  # the data rounds
+
+
+def test_the_two_level_bound_is_a_few_hundred_units_at_ten_thousand_bins():
+    """Γ = γ_64 + γ_156 (1 + γ_64) at b = 10^4 (157 blocks), raised by ROUND_UP: about 221 u, against the b u = 10^4 u
+    of one sequential double sum (which put the n = b = 10^4 draw over the allowance where long double is double)."""
+    u = 2.0**-53
+    gamma = sm.blocked_gamma(10_000)
+    assert gamma == pytest.approx(sm.ROUND_UP * (64 * u + 156 * u), rel=1e-9)
+    assert sm.blocked_gamma(64) == pytest.approx(sm.ROUND_UP * 64 * u, rel=1e-12)  # one block: no second level
+    padded = sm.blocked_dot(np.arange(1.0, 131.0)[None, :], np.ones(130))  # 130 terms: three blocks, zeros padding
+    assert padded[0] == 130 * 131 / 2
 
 
 def test_bad_reference_is_refused():
