@@ -196,8 +196,9 @@ def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
 
         write_rows(rows, args.output)
     if not result.certified:
-        print(f"{prog}: the fresh-seed run did not certify sigma={result.sigma:.4g} (UCB {result.delta_upper:.3g} "
-              f"> delta {delta_t:g}); raise --samples or the target", file=sys.stderr)
+        print(f"{prog}: the fresh-seed run did not certify sigma={result.sigma!r} (UCB "
+              f"{outward_text(result.delta_upper, up=True, digits=6)} > delta {delta_t!r}); raise --samples or the target",
+              file=sys.stderr)
         return 1
     return 0
 
