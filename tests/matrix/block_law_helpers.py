@@ -61,3 +61,28 @@ def drawn_factor(pair):
     band, natural = band_and_blocks(pair.gram, pair.sigma)
     blocks = block_law.law_block_count(band.shape[1], natural)
     return block_law.dominating_factor(block_law.dominating_covariance(*block_law.split_blocks(band, blocks)))
+
+
+def convex_minorant(x, y):
+    """The greatest convex minorant of the points (x_k, y_k) at every x_k, in the arrays' own arithmetic (long double,
+    or exact with object arrays of Fractions; a monotone chain written here, independent of the module's): every convex
+    function below the points at the knots lies below it."""
+    hull = [0]
+    for k in range(1, x.size):
+        while len(hull) >= 2:
+            i, j = hull[-2], hull[-1]
+            if (y[j] - y[i]) * (x[k] - x[i]) >= (y[k] - y[i]) * (x[j] - x[i]):
+                hull.pop()
+            else:
+                break
+        hull.append(k)
+    return _chords(x, y, np.array(hull))
+
+
+def _chords(x, y, idx):
+    """The piecewise-linear function through (x_i, y_i), i in ``idx``, at every knot (in the arrays' dtype)."""
+    out = np.empty(x.size, dtype=x.dtype)
+    for a, b in zip(idx[:-1], idx[1:]):
+        t = (x[a:b + 1] - x[a]) / (x[b] - x[a])
+        out[a:b + 1] = y[a] + t * (y[b] - y[a])
+    return out

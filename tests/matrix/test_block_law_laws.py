@@ -12,7 +12,7 @@ import pytest
 
 from epscert.matrix import block_draws, block_law, laws_from_bounds
 
-from tests.matrix.block_law_helpers import drawn_factor, naive_add, naive_remove, one_participation
+from tests.matrix.block_law_helpers import convex_minorant, drawn_factor, naive_add, naive_remove, one_participation
 
 
 @pytest.mark.parametrize("sigma, power, eps", [(1.0, 1.0, (0.3, 0.6, 0.9, 1.2)), (2.0, 1.5, (0.2, 0.4, 0.6, 0.8, 1.0))])
@@ -43,30 +43,6 @@ def stop_loss_bounds(grid, upper, lower, tail_int):
     pi_u = np.concatenate([np.cumsum((seg_u * w)[::-1])[::-1], [0.0]]) + np.longdouble(tail_int)
     pi_l = 1 - np.concatenate([[0.0], np.cumsum(lower.astype(np.longdouble) * w)])
     return x, pi_u, pi_l
-
-
-def convex_minorant(x, y):
-    """The greatest convex minorant of the points (x_k, y_k) at every x_k (long double; a monotone chain written
-    here, independent of the module's): every convex function below the points at the knots lies below it."""
-    hull = [0]
-    for k in range(1, x.size):
-        while len(hull) >= 2:
-            i, j = hull[-2], hull[-1]
-            if (y[j] - y[i]) * (x[k] - x[i]) >= (y[k] - y[i]) * (x[j] - x[i]):
-                hull.pop()
-            else:
-                break
-        hull.append(k)
-    return _chords(x, y, np.array(hull))
-
-
-def _chords(x, y, idx):
-    """The piecewise-linear function through (x_i, y_i), i in ``idx``, at every knot (long double)."""
-    out = np.empty(x.size, dtype=np.longdouble)
-    for a, b in zip(idx[:-1], idx[1:]):
-        t = (x[a:b + 1] - x[a]) / (x[b] - x[a])
-        out[a:b + 1] = y[a] + t * (y[b] - y[a])
-    return out
 
 
 def test_the_mean_one_law_dominates_in_stop_loss_and_fresh_draws():

@@ -24,6 +24,8 @@ from scipy.special import ndtr
 
 from epscert.matrix import laws_from_bounds as lfb
 
+from tests.matrix.block_law_helpers import convex_minorant
+
 
 def lognormal_survival(t: np.ndarray, s2: float) -> np.ndarray:
     """P(S > t) for S = exp(N(-s2/2, s2)), whose mean is 1."""
@@ -47,26 +49,9 @@ def bound_sets():
 
 
 def exact_gcm(x: list[Fraction], y: list[Fraction]) -> list[Fraction]:
-    """The greatest convex minorant of the points (x_k, y_k) at every x_k, exactly (monotone chain, x ascending)."""
-    hull: list[int] = []
-    for k in range(len(x)):
-        while len(hull) >= 2:
-            i, j = hull[-2], hull[-1]
-            if (y[j] - y[i]) * (x[k] - x[i]) >= (y[k] - y[i]) * (x[j] - x[i]):
-                hull.pop()
-            else:
-                break
-        hull.append(k)
-    if len(hull) == 1:
-        return [y[0]]
-    out = []
-    piece = 0  # the hull piece [x[hull[piece]], x[hull[piece + 1]]] holding x_k
-    for k in range(len(x)):
-        while piece < len(hull) - 2 and x[hull[piece + 1]] < x[k]:
-            piece += 1
-        i, j = hull[piece], hull[piece + 1]
-        out.append(y[i] + (y[j] - y[i]) * (x[k] - x[i]) / (x[j] - x[i]))
-    return out
+    """The greatest convex minorant of the points (x_k, y_k) at every x_k, exactly (the helpers' monotone chain on
+    object arrays of Fractions)."""
+    return list(convex_minorant(np.array(x, dtype=object), np.array(y, dtype=object)))
 
 
 def knots(grid):
