@@ -166,8 +166,9 @@ class ShiftMixture:
         gamma_m = ROUND_UP * gamma_n(terms)
         m_error = gamma_m * (1.0 + 2.0 * gamma_m) * float(np.max(mk.apply_factor(np, self.abs_eta[None, :],
                                                                                   abs_factor_tuple(pair))[0]))
-        #: error bound of every exponent but the row's terms: m_k, |η|² (the two-level sum of b squares, then halved)
-        self.fixed_error = m_error + (self.dot_gamma * (1.0 + self.dot_gamma) + 2.0**-52) * self.norm_sq
+        #: error bound of every exponent but the row's terms: m_k, |η|² (the two-level sum of b squares: within Γ of the
+        #: exact |η|², which is at most the computed one over 1 - Γ, so Γ (1 + 2Γ) of the computed one)
+        self.fixed_error = m_error + (self.dot_gamma * (1.0 + 2.0 * self.dot_gamma) + 2.0**-52) * self.norm_sq
         #: |m|_max + |η|²: the size of the other terms of an exponent (their additions' rounding)
         self.term_size = float(np.max(np.abs(self.shift))) + 1.5 * self.norm_sq
         self.log_lambda = -math.log(DEFENSIVE)
