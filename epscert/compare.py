@@ -85,7 +85,7 @@ def bracket_config(config: CertifyConfig) -> CertifyConfig | None:
 
 #: Column order of the printed comparison: (label, sampler, method, value column).
 COMPARE_COLUMNS = (
-    ("δ_D exact", "deterministic", "exact", "delta"),
+    ("δ_D exact", "deterministic", "exact", "delta_upper"),  # the bracket's upper side: a table rounds it up
     ("δ_P PLD upper", "poisson", "pld_upper", "delta_upper"),
     ("δ_P PLD lower", "poisson", "pld_lower", "delta_lower"),
     ("δ_P RDP", "poisson", "rdp_upper", "delta_upper"),

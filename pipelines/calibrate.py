@@ -177,9 +177,10 @@ def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
     if args.format == "json":
         print(json.dumps(summary))
     else:
-        # every printed σ is one that suffices (rounded up) or one that fails (rounded down), and the UCB is rounded
-        # up: a σ copied from this summary into training still meets the target
-        shown = {"sigma_accuracy": lambda v: "-" if v is None else f"{100 * v:.3g}% (optimum proven in "
+        # every printed σ is one that suffices (rounded up) or one that fails (rounded down); the UCB and the accuracy
+        # (a bound on the gap to the optimum) are rounded up: a σ copied from this summary into training still meets
+        # the target
+        shown = {"sigma_accuracy": lambda v: "-" if v is None else f"{outward_text(100 * v, up=True, digits=3)}% (optimum proven in "
                  f"({outward_text(result.failing_sigma, up=False, digits=6)}, "
                  f"{outward_text(result.sigma, up=True, digits=6)}])",
                  "delta_upper_at_target": lambda v: outward_text(v, up=True),

@@ -67,14 +67,11 @@ def _cell(value, up: bool | None = None) -> str:
 
 def column_sides() -> list[bool | None]:
     """The side of each column of :func:`~epscert.compare.pivot`'s table: the quantity's label (None), then per
-    :data:`~epscert.compare.COMPARE_COLUMNS` up for an upper bound (and the exact deterministic value, computed on
-    the upper side of its closed form), down for a lower bound, None for the Monte Carlo mean; the last column is
-    text. An ε(δ) row reads the same sides (ε's upper bound where δ's is)."""
+    :data:`~epscert.compare.COMPARE_COLUMNS` up for an upper bound (the exact deterministic column reads its
+    bracket's upper side), down for a lower bound, None for the Monte Carlo mean; the last column is text. An ε(δ)
+    row reads the same sides (ε's upper bound where δ's is)."""
     sides = {"delta_upper": True, "delta_lower": False}
-    out: list[bool | None] = [None]
-    for _, _, method, column in COMPARE_COLUMNS:
-        out.append(True if method == "exact" else sides.get(column))
-    return out + [None]
+    return [None] + [sides.get(column) for _, _, _, column in COMPARE_COLUMNS] + [None]
 
 
 def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:

@@ -24,7 +24,7 @@ DIRECTION_ORDER = {"both": 0, "remove": 1, "add": 2}
 #: Columns that hold a bound, and its side (True: an upper bound, False: a lower one). Their cells are rounded away
 #: from the side they bound (:func:`~epscert.inverse.best.outward_text`), so a printed upper bound is never below the
 #: certified one and a printed lower bound never above it; the other numbers (estimates, settings) to the nearest.
-BOUND_COLUMNS = {"delta_upper": True, "delta_lower": False, "epsilon_upper": True, "epsilon_lower": False}
+BOUND_COLUMNS = {"delta_upper": True, "delta_lower": False}
 #: Significant digits of a table cell.
 DIGITS = 6
 

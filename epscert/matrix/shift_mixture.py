@@ -167,7 +167,9 @@ class ShiftMixture:
         m_error = gamma_m * (1.0 + 2.0 * gamma_m) * float(np.max(mk.apply_factor(np, self.abs_eta[None, :],
                                                                                   abs_factor_tuple(pair))[0]))
         #: error bound of every exponent but the row's terms: m_k, |η|² (the two-level sum of b squares: within Γ of the
-        #: exact |η|², which is at most the computed one over 1 - Γ, so Γ (1 + 2Γ) of the computed one)
+        #: exact |η|², which is at most the computed one over 1 - Γ, so Γ (1 + 2Γ) of the computed one), and 2u |η|²
+        #: more, which covers the computed |η|² standing for the exact one in the bound u (Σ|η_k z_k| + |η|²) of dots
+        #: (the rounding of fl(z + η))
         self.fixed_error = m_error + (self.dot_gamma * (1.0 + 2.0 * self.dot_gamma) + 2.0**-52) * self.norm_sq
         #: |m|_max + |η|²: the size of the other terms of an exponent (their additions' rounding)
         self.term_size = float(np.max(np.abs(self.shift))) + 1.5 * self.norm_sq

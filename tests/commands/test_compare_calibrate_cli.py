@@ -72,8 +72,9 @@ def test_calibrate_beam_job_equals_the_in_process_search(capsys):
 
 
 def test_calibrate_summary_prints_its_bounds_outward(capsys):
-    """The table form's UCB is rounded up, the failing σ down and the comparison σ up (on the exact binary values):
-    the summary never shows a δ below the certified one or a failing σ above the proven one."""
+    """The table form's UCB is rounded up and the failing σ down (on the exact binary values): the summary never shows
+    a δ below the certified one or a failing σ above the proven one. (The comparison σ's are already rounded up to 5
+    digits by the search, so their cells cannot differ from them.)"""
     argv = ["calibrate", "--target-epsilon", "1.5", "--delta", "1e-2", "--steps", "1", "--samples", "20000",
             "--method", "importance", "--shards", "2"]
     assert cli.main(argv) == 0
@@ -82,8 +83,6 @@ def test_calibrate_summary_prints_its_bounds_outward(capsys):
     local = calibrate_sigma(config, 1.5, 1e-2)
     assert float(shown["sigma"]) == local.sigma  # the exact double (its repr)
     assert Fraction(shown["delta_upper_at_target"]) >= Fraction(local.delta_upper)
-    assert Fraction(shown["poisson_sigma"]) >= Fraction(local.poisson_sigma)
-    assert Fraction(shown["deterministic_sigma"]) >= Fraction(local.deterministic_sigma)
     if local.failing_sigma is not None:
         assert Fraction(shown["failing_sigma"]) <= Fraction(local.failing_sigma)
 
