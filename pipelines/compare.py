@@ -14,14 +14,13 @@ from typing import Sequence
 from epscert.compare import compare_rows, pivot
 from epscert.config import DEFAULT_ERROR_PROB, DEFAULT_SAMPLES, CertifyConfig, Direction, Method
 from epscert.compare import COMPARE_COLUMNS
-from epscert.inverse.best import outward_text
 from epscert.inverse.epsilon_at_delta import check_deltas
 from epscert.progress import print_to_stderr
 from pipelines.flags import FlagError, check_leftovers
 from pipelines.options import (
     ArgumentParser, UsageError, check_writable_file, parse_floats, parse_int, report_usage_error,
 )
-from pipelines.output import print_json
+from pipelines.output import bound_text, print_json
 from transforms.sinks import write_rows
 
 PROG = "epscert compare"
@@ -61,7 +60,7 @@ def _cell(value, up: bool | None = None) -> str:
     if not math.isfinite(value):
         return str(value)
     if up is not None:
-        return outward_text(value, up=up)
+        return bound_text(value, up, 4, 1e-3)
     return f"{value:.4g}" if value == 0 or 1e-3 <= abs(value) < 1e4 else f"{value:.3e}"
 
 

@@ -6,6 +6,7 @@ method has it); JSON lines and the Parquet file have every row.
 
 from __future__ import annotations
 
+import decimal
 import json
 import math
 import sys
@@ -38,9 +39,22 @@ def _cell(value: object, up: bool | None = None) -> str:
         if math.isnan(value):
             return "nan"
         if up is not None:
-            return outward_text(value, up=up, digits=DIGITS)
+            return bound_text(value, up, DIGITS, 1e-4)
         return f"{value:.6g}" if value == 0 or 1e-4 <= abs(value) < 1e6 else f"{value:.4e}"
     return str(value)
+
+
+def bound_text(value: float, up: bool, digits: int, small: float) -> str:
+    """:func:`~epscert.inverse.best.outward_text` (``digits`` significant digits, rounded away from the side the value
+    bounds), written in scientific notation with a two-digit exponent (as Python writes it) where 0 < |value| <
+    ``small`` or |value| >= 10^6, like the table's other cells. Only the notation changes: the digits are the outward
+    ones, read back exactly by :class:`decimal.Decimal`."""
+    text = outward_text(value, up=up, digits=digits)
+    if not math.isfinite(value) or value == 0 or small <= abs(value) < 1e6:
+        return text
+    # the text has at most ``digits`` significant digits, so this notation rounds nothing
+    mantissa, _, exponent = f"{decimal.Decimal(text):.{digits - 1}e}".partition("e")
+    return f"{mantissa}e{int(exponent):+03d}"
 
 
 def display_order(rows: Iterable[dict], main_ids: set[str]) -> list[dict]:

@@ -58,3 +58,11 @@ def test_table_prints_each_bound_column_outward():
     assert Fraction(got["delta_lower"]) <= Fraction(rows[0]["delta_lower"])
     assert got["delta"] == _cell(rows[0]["delta"])
     assert set(BOUND_COLUMNS) >= {"delta_upper", "delta_lower"}
+
+
+def test_small_bounds_are_written_like_the_other_cells():
+    """Below 1e-4 (and from 1e6 on) a bound cell is in scientific notation with a two-digit exponent, as the table's
+    other cells are; the digits are still the outward ones."""
+    assert _cell(3.0798e-05, True) == "3.07980e-05" and _cell(3.0798e-05, False) == "3.07979e-05"
+    assert _cell(2.5e7, True) == "2.50000e+07"
+    assert _cell(0.0123, True) == "0.0123001"  # fixed notation in between (the double is just above 0.0123)
