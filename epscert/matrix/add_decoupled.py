@@ -107,9 +107,9 @@ def pair_edges(pair) -> np.ndarray | None:
     return block_edges(g.shape[0], half_width(g))
 
 
-def gamma_n(m: int, unit: float = UNIT_ROUNDOFF) -> float:
-    """Higham's γ_m = m u / (1 - m u), u the unit roundoff (``unit``: another precision's, e.g. long double's)."""
-    return m * unit / (1.0 - m * unit)
+def gamma_n(m: int) -> float:
+    """Higham's γ_m = m u / (1 - m u), u the unit roundoff."""
+    return m * UNIT_ROUNDOFF / (1.0 - m * UNIT_ROUNDOFF)
 
 
 def banded_factor(band: np.ndarray) -> tuple[np.ndarray, float]:

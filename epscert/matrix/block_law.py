@@ -116,7 +116,8 @@ from epscert.matrix.add_decoupled import UNIT_ROUNDOFF, gamma_n
 from epscert.matrix.block_bound import band_and_blocks, rounding_shift, unit_band, edge_splits
 from epscert.matrix.block_draws import (TILT_ORDER, TILT_POWER, TupleLaw, draw_means, draw_tilted, log_weights,
                                         tilted_survival_ucbs)
-from epscert.matrix.laws_from_bounds import mean_one_add_law, mean_one_remove_law, plain_lower, plain_upper
+from epscert.matrix.laws_from_bounds import (mean_one_add_law, mean_one_remove_law, plain_lower, plain_upper,
+                                             survival_upper)
 from epscert.names import Direction
 from epscert.support import BRACKET_MIN_SIGMA
 
@@ -440,8 +441,7 @@ class BlockLawAddBound:
         grid = survival_grid()
         share = error_prob / 2.0 / grid.size
         bound = plain_lower(means, rel, grid, share)
-        upper = np.minimum.accumulate(np.minimum(np.minimum(plain_upper(means, rel, grid, share),
-                                                            markov(grid, moments)), 1.0))
+        upper = survival_upper(plain_upper(means, rel, grid, share), markov(grid, moments))
         self.grid, self.survival, self.upper_survival = grid, bound, upper
         tail = float(upper[-1])
         law = mean_one_add_law(grid, upper, bound, tail_integral(float(grid[-1]), tail, moments))
@@ -480,7 +480,7 @@ class BlockLawBound:
             t_means, powers, t_rel, rel_power = draw_tilted(factor, self.draws - plain_draws, seed, tuples)
             ucb[tilted] = tilted_survival_ucbs(t_means, powers, t_rel, rel_power, grid[tilted], share, weight,
                                                tuples.power)
-        bound = np.minimum.accumulate(np.minimum(np.minimum(ucb, markov(grid, self.moments)), 1.0))
+        bound = survival_upper(ucb, markov(grid, self.moments))
         lower = plain_lower(means, rel, grid, share)
         c = float(grid[-1])
         tail = float(bound[-1])

@@ -45,6 +45,12 @@ def plain_lower(means: np.ndarray, rel: float, grid: np.ndarray, share: float) -
     return np.minimum(np.maximum.accumulate(lcb[::-1])[::-1], 1.0)
 
 
+def survival_upper(ucbs: np.ndarray, markov: np.ndarray) -> np.ndarray:
+    """P_j of step 4: the smallest of the UCBs, the Markov bounds and 1 at each grid point, made non-increasing from
+    the left (a survival function is: each P_j still bounds P(S_F > s_j) from above)."""
+    return np.minimum.accumulate(np.minimum(np.minimum(ucbs, markov), 1.0))
+
+
 def lower_hull(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """The indices of the vertices of the lower convex hull of the points (x_k, y_k), x ascending (the first and the
     last point included). Floating-point comparisons: only a choice of vertices; what rests on it is checked

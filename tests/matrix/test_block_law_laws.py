@@ -45,17 +45,21 @@ def stop_loss_bounds(grid, upper, lower, tail_int):
     return x, pi_u, pi_l
 
 
+def built_mean_one(kind):
+    """(the pair, the bound, its base law, its survival grid, c = the grid's end) of ``kind`` (the REMOVE or ADD
+    block-law bound) at n = b = 128, 32 bands, σ = 1, where its mean-one law passes its check."""
+    pair = one_participation(128, 32, 1.0)
+    bound = kind(pair, 1000, 0, 0.01)
+    assert bound.mean_one
+    return pair, bound, bound._bracket._base, bound.grid, float(bound.grid[-1])
+
+
 def test_the_mean_one_law_dominates_in_stop_loss_and_fresh_draws():
     """Step 5*: E(Y* - t)_+ (atoms, and Y's tail beyond c) is at least min(π_U, π_L) at every knot (recomputed here
     in long double from P_j and L_j), at least the stop-loss of fresh draws of the block mean (the drawn covariance's
     own factor, another seed) within their sampling error, at most Y's π_U (so never looser than Y), and well below
     it near the mean, where the LCBs bind; E[Y*] lies in [1, 1 + 10^-8]."""
-    pair = one_participation(128, 32, 1.0)
-    bound = block_law.BlockLawBound(pair, 1000, 0, 0.01)
-    assert bound.mean_one
-    law = bound._bracket._base
-    grid = bound.grid
-    c = float(grid[-1])
+    pair, bound, law, grid, c = built_mean_one(block_law.BlockLawBound)
     tail_int = block_law.tail_integral(c, bound.tail, bound.moments)
     vals, mass = law.values.astype(np.longdouble), law.masses.astype(np.longdouble)
     assert np.all(law.masses >= 0.0) and vals[0] == 0.0 and vals[-1] == c
@@ -202,12 +206,7 @@ def test_the_add_law_dominates_in_the_decreasing_convex_order_and_is_refused_for
     most ψ_L (never looser than Y_low); all mass lies in [0, c] and sums to 1 (up to its rounding up). With the check
     failed (a negative slack) the bound keeps Y_low: atoms 0 and the grid, P(Y_low > s) at or below the fresh
     draws' survival. The ADD bracket refuses REMOVE and the lower side."""
-    pair = one_participation(128, 32, 1.0)
-    bound = block_law.BlockLawAddBound(pair, 1000, 0, 0.01)
-    assert bound.mean_one
-    law = bound._bracket._base
-    grid = bound.grid
-    c = float(grid[-1])
+    pair, bound, law, grid, c = built_mean_one(block_law.BlockLawAddBound)
     assert law.values[0] == 0.0 and law.values[-1] == c and np.all(law.masses >= 0.0)
     assert abs(float(law.masses.sum()) - 1.0) < 1e-9
     vals, mass = law.values.astype(np.longdouble), law.masses.astype(np.longdouble)
