@@ -250,8 +250,9 @@ def add_line_log_values(xp, sp, g, d, half_diag, var_u, log_b, eps_list, groups=
     the line, so S(s) = Σ_u A_u e^{s d_u} with A_u = Σ_{k: d_k = d_u} e^{a_k}: ``groups`` = (levels d_u,
     b x U one-hot of each mode's level; :func:`line_groups`) makes every per-ε step work on U columns
     instead of b (U = 1 for a circulant G); None keeps one group per mode. The root of S(s) = b/K is found
-    by Newton on log S from ŝ = -ε + v̄/2 (where log S >= log(b/K) by Jensen), so every iterate is above
-    the root; J is formed as Φ(s*/√v_u) (1 - (K/b) Σ_u A_u e^{d_u² v_u/2} Φ((s* - d_u v_u)/√v_u)/Φ(s*/√v_u))
+    by Newton on log S (convex: a log-sum-exp of affine functions) from the lower of ŝ = -ε + v̄/2 (where
+    log S >= log(b/K) by Jensen) and every group's crossing (log(b/K) - log A_u)/d_u (where its term alone is
+    b/K), so every iterate is above the root and every term at most b/K; J is formed as Φ(s*/√v_u) (1 - (K/b) Σ_u A_u e^{d_u² v_u/2} Φ((s* - d_u v_u)/√v_u)/Φ(s*/√v_u))
     in log space.
     """
     s_mean = xp.mean(g, axis=1)
@@ -296,13 +297,14 @@ def _add_line_chunk(xp, sp, log_a, levels, var_u, sd, vbar, log_b, eps_list, abo
     below the root, f <= 0 and it is kept: within the root's own rounding)."""
     eps = xp.asarray(eps_list)
     log_target = log_b - eps  # log(b/K), (E,)
+    scaled = log_a[:, None, :] - log_target[None, :, None]  # log(A_u K/b), (N, E, U)
 
     def move(s):
-        terms = log_a[:, None, :] + s[:, :, None] * levels
-        top = xp.max(terms, axis=2)
-        w = xp.exp(terms - top[:, :, None])
+        # every iterate lies in [root, start] and start <= each group's crossing (below), so every term
+        # A_u e^{s d_u} K/b is <= 1 and their sum is >= 1 (S >= b/K above the root): no maximum per step
+        w = xp.exp(scaled + s[:, :, None] * levels)
         total = xp.sum(w, axis=2)
-        f = top + xp.log(total) - log_target
+        f = xp.log(total)
         return xp.where(f > 0, f * total / xp.sum(w * levels, axis=2), 0.0)
 
     def step(_, s):
@@ -312,8 +314,16 @@ def _add_line_chunk(xp, sp, log_a, levels, var_u, sd, vbar, log_b, eps_list, abo
         m = move(s)
         return s - m, xp.any(m > NEWTON_TOL * (1.0 + xp.abs(s)))
 
-    start = xp.zeros((log_a.shape[0], len(eps_list))) + (-eps + 0.5 * vbar)
-    if above is None:
+    # above the root: ŝ (Jensen) and each group's crossing s_u = (log(b/K) - log A_u)/d_u, where S(s_u) >= A_u
+    # e^{s_u d_u} = b/K (the modes' common level holds most of S, so the least s_u is within a few hundredths of
+    # the root: two or three Newton steps where ŝ took about eight)
+    rising = levels > 0
+    with np.errstate(divide="ignore", invalid="ignore") if xp is np else contextlib.nullcontext():
+        crossing = xp.min(xp.where(rising, -scaled / xp.where(rising, levels, 1.0), xp.inf), axis=2)
+    start = xp.minimum(xp.zeros((log_a.shape[0], len(eps_list))) + (-eps + 0.5 * vbar), crossing)
+    if xp is np:
+        s = _line_newton_lanes(scaled, levels, start)
+    elif above is None:
         s = sp.fori_loop(0, NEWTON_STEPS, step, start)
     else:  # JAX, warm started: stops once no step exceeds NEWTON_TOL (1 + |s|), as remove_root
         s = sp.newton_loop(NEWTON_STEPS, step_tol, xp.minimum(start, above))
@@ -324,6 +334,30 @@ def _add_line_chunk(xp, sp, log_a, levels, var_u, sd, vbar, log_b, eps_list, abo
     rest = 1.0 - inner
     out = xp.where(rest > 0, base + xp.log(xp.where(rest > 0, xp.minimum(rest, 1.0), 1.0)), -xp.inf)
     return out.T, s
+
+
+def _line_newton_lanes(scaled: np.ndarray, levels: np.ndarray, start: np.ndarray) -> np.ndarray:
+    """numpy: the Newton of :func:`_add_line_chunk` lane by lane, each (sample, ε) lane stepped until its own step
+    is at most NEWTON_TOL (1 + |s|) (that step taken), the rest of the loop on the lanes still moving only. A
+    lane's iterates depend on its own inputs alone, so the roots do not depend on the chunking; each is above the
+    root (Newton on the convex log S from above) and within rounding of it once a step is that small (quadratic
+    convergence: the next step would be of the order of its square). The values are stationary in the root
+    (dJ/ds* = φ(s*/√v_u)/√v_u (1 - (K/b) S(s*)) = 0 there), so such a root moves them by rounding only."""
+    s = np.array(start, dtype=np.float64)
+    flat = s.reshape(-1)
+    terms = scaled.reshape(flat.size, -1)
+    lanes = np.flatnonzero(np.isfinite(flat))
+    for _ in range(NEWTON_STEPS):
+        if lanes.size == 0:
+            break
+        now = flat[lanes]
+        w = np.exp(terms[lanes] + now[:, None] * levels)
+        total = np.sum(w, axis=1)
+        f = np.log(total)
+        step = np.where(f > 0, f * total / np.sum(w * levels, axis=1), 0.0)
+        flat[lanes] = now - step
+        lanes = lanes[step > NEWTON_TOL * (1.0 + np.abs(now))]
+    return s
 
 
 def line_groups(d: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

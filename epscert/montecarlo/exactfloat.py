@@ -109,9 +109,12 @@ class RowSums:
         mant, expo = np.frexp(y)
         key = np.asarray(rows, dtype=np.int64) * _EXP_SPAN + (expo - _EXP_MIN)
         q = np.ldexp(mant, 53).astype(np.int64)
-        size = self.rows * _EXP_SPAN
-        self.hi += np.bincount(key, weights=(q >> _LO_BITS).astype(np.float64), minlength=size)
-        self.lo += np.bincount(key, weights=(q & _LO_MASK).astype(np.float64), minlength=size)
+        # counted per distinct key, not over all rows x _EXP_SPAN slots: with many rows (the truncated sums'
+        # buckets) two bincounts of that length per block were most of the cost (issue 33). The partial sums
+        # are the same integers below 2**53, so the result is the same exact sum.
+        keys, where = np.unique(key, return_inverse=True)
+        self.hi[keys] += np.bincount(where, weights=(q >> _LO_BITS).astype(np.float64), minlength=keys.size)
+        self.lo[keys] += np.bincount(where, weights=(q & _LO_MASK).astype(np.float64), minlength=keys.size)
         self.pending += n  # at most n values reach one row
 
     def _flush(self) -> None:

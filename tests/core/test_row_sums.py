@@ -75,3 +75,23 @@ def test_truncated_sums_from_buckets_are_the_sums_of_the_truncated_values():
             bucketed.add_truncated(y)
         assert bucketed.level_totals() == tuple(plain.extra.totals())
         assert bucketed.y.totals() == plain.y.totals() and bucketed.count == plain.count
+
+
+@pytest.mark.parametrize("max_call", [exactfloat._MAX_CALL, 8], ids=["one-flush", "many-flushes"])
+def test_add_at_sums_each_value_into_its_row_exactly(max_call, monkeypatch):
+    """add_at against Fractions: many values per (row, exponent) key (values equal or a few ulps apart, so the
+    per-key counts carry), subnormals, rows hit in any order, over several calls."""
+    monkeypatch.setattr(exactfloat, "_MAX_CALL", max_call)
+    rng = np.random.default_rng(3)
+    got, seen = RowSums(5), []
+    for _ in range(4):
+        rows = rng.integers(0, 5, 200)
+        values = np.where(rng.random(200) < 0.5, 1.0 - rng.integers(0, 4, 200) * 2.0**-53,
+                          np.exp(rng.normal(-400.0, 300.0, 200)))
+        values[:3] = [5e-324, 1e-310, 2.0**1000]
+        got.add_at(rows, values)
+        seen.append((rows, values))
+    totals = got.totals()
+    for row in range(5):
+        want = sum((Fraction(float(v)) for rows, values in seen for r, v in zip(rows, values) if r == row), Fraction(0))
+        assert Fraction(totals[row], 2**UNIT_LOG2) == want
