@@ -229,8 +229,9 @@ def matrix_value_rows(config: CertifyConfig, method: Method, acc: acc_mod.Accumu
     REMOVE, where the block-law bound applies (:func:`epscert.matrix.block_law.applies`, deterministic: G banded with
     blocks of ``MIN_SIZE`` to ``MAX_SIZE`` bins and a light moment tail): the smaller of that one and the block-law
     bound, each at half the REMOVE β. ADD where it applies too: the line's UCB at β/2, the decoupled and the
-    block-law ADD bound (:class:`epscert.matrix.block_law.BlockLawAddBound`) at β/4 each, the last two formed
-    together (where the line's UCB could bind).
+    block-law ADD bound (:class:`epscert.matrix.block_law.BlockLawAddBound`) at β/4 each: the block-law one where
+    the line's UCB could bind, then the decoupled one where the smaller of those two still could (:func:`could_bind`).
+    A bound not formed keeps its share of β unspent, so all hold at once w.p. >= 1 - β whichever are formed.
     """
     sampler = value_sampler(config, method)
     parts = config.direction.parts()
@@ -264,17 +265,18 @@ def matrix_value_rows(config: CertifyConfig, method: Method, acc: acc_mod.Accumu
             if law_bound is not None:  # None: it failed after applying (the values' bound alone, still at β/2)
                 ucbs = raised_from_the_right(np.minimum(ucbs, law_bound.upper(config.epsilons)).tolist())
                 law_formed = True
-        if split and (Direction.REMOVE not in per_dir
-                      or any(min(1.0, u) > r["delta_upper"] for u, r in zip(ucbs, per_dir[Direction.REMOVE]))):
+        if split_add_law and could_bind(ucbs, per_dir):
+            add_law = add_law_bound(matrix_pair(config), config.samples, law_seed(config), law_betas(beta)[1])
+            if add_law is not None:  # None: it failed after applying (the others stand, at their shares)
+                ucbs = raised_from_the_right(np.minimum(ucbs, add_law.upper(config.epsilons)).tolist())
+                law_formed = True
+        # the decoupled bound after the block-law ADD bound (a few CPU s against about a minute at n = b = 10^4,
+        # where the block law's is the tighter): formed only where the ADD UCB so far could still bind
+        if split and could_bind(ucbs, per_dir):
             decoupled = add_bound(matrix_pair(config), config.samples, law_seed(config), side_beta)
             if decoupled is not None:  # None: G singular (the line's bound alone, still at its share of β)
                 ucbs = raised_from_the_right(np.minimum(ucbs, decoupled.upper(config.epsilons)).tolist())
                 formed = True
-            if split_add_law:
-                add_law = add_law_bound(matrix_pair(config), config.samples, law_seed(config), law_betas(beta)[1])
-                if add_law is not None:  # None: it failed after applying (the others stand, at their shares)
-                    ucbs = raised_from_the_right(np.minimum(ucbs, add_law.upper(config.epsilons)).tolist())
-                    law_formed = True
         per_dir[direction] = []
         for i, eps in enumerate(config.epsilons):
             lower = truncated_lcb(truncated[i], ranges[i], sums.count, beta, MATRIX_FLOAT_REL) if sums.count else None
@@ -290,6 +292,14 @@ def matrix_value_rows(config: CertifyConfig, method: Method, acc: acc_mod.Accumu
         rows.extend(per_dir[direction])
     rows.extend(both_rows(config, per_dir))
     return rows
+
+
+def could_bind(add_ucbs, per_dir: dict) -> bool:
+    """Whether an ADD UCB curve could move the 'both' rows: some ε where it is above the REMOVE rows' UCB (or no
+    REMOVE rows). Where it is at or below them everywhere, 'both' (the larger) is REMOVE's whatever ADD's bound."""
+    if Direction.REMOVE not in per_dir:
+        return True
+    return any(min(1.0, u) > r["delta_upper"] for u, r in zip(add_ucbs, per_dir[Direction.REMOVE]))
 
 
 def law_seed(config: CertifyConfig) -> int:

@@ -205,3 +205,41 @@ def test_matrix_law_upper_paths():
     small = Accountant(noise_multiplier=2.0, strategy=toeplitz_strategy(np.array(binomial_c_col(16)), 2000),
                        cycle_length=2000, samples=2000)  # blocks of 20: the block law does not apply
     assert matrix_law_upper(dataclasses.replace(small.config, methods=(Method.TILTED,)), Method.TILTED, eps) is None
+
+
+
+def test_decoupled_add_bound_only_where_the_block_law_one_leaves_add_able_to_bind(monkeypatch):
+    """Both directions: the block-law ADD bound is formed before the decoupled one, and the decoupled one only where
+    ADD's UCB is still above REMOVE's at some ε. Where it is not formed, ADD's rows are at or below REMOVE's, and the
+    'both' rows are those of a run that forms it whatever (their UCBs the same floats)."""
+    from epscert import Accountant
+    from epscert.results import rows as rows_module
+
+    formed = []
+    original = rows_module.add_bound
+    monkeypatch.setattr(rows_module, "add_bound", lambda *args: formed.append(args) or original(*args))
+
+    def run():
+        out = []
+        for eps in (0.3, 0.5, 0.7, 1.0):
+            acc = Accountant(noise_multiplier=2.0, strategy=toeplitz_strategy(np.array(binomial_c_col(32)), 256),
+                             cycle_length=256, samples=2000)
+            formed.clear()
+            acc.get_delta(eps)
+            out.append((acc.last_table.to_pylist(), bool(formed)))
+        return out
+
+    plain = run()
+    assert not all(f for _, f in plain)  # some ε where the block-law ADD bound settles ADD
+    for rows, was_formed in plain:
+        if not was_formed:
+            by = {d: [r for r in rows if r["direction"] == d and r["method"] == rows[0]["method"]]
+                  for d in ("add", "remove")}
+            assert by["add"] and len(by["add"]) == len(by["remove"])
+            assert all(a["delta_upper"] <= r["delta_upper"] for a, r in zip(by["add"], by["remove"]))
+    monkeypatch.setattr(rows_module, "could_bind", lambda *args: True)
+    forced = run()
+    assert all(f for _, f in forced)
+    for (rows, _), (again, _) in zip(plain, forced):
+        both = [(r["method"], r["epsilon"], r["delta_upper"]) for r in rows if r["direction"] == "both"]
+        assert both and both == [(r["method"], r["epsilon"], r["delta_upper"]) for r in again if r["direction"] == "both"]
