@@ -79,6 +79,11 @@ STREAM_KEY = int.from_bytes(hashlib.sha256(b"epscert.matrix.add_decoupled").dige
 #: 0.265, ε(10⁻¹⁰) 0.341 → 0.313 from 40 000), but not below MIN_SAMPLES. Below b ≈ 10^4 the run's 10^5 samples
 #: stay under the cap. Any N keeps the bound valid; fewer draws only loosen the per-block UCBs.
 MAX_FLOPS = 8e11
+#: The cap where the block-law ADD bound (:class:`epscert.matrix.block_law.BlockLawAddBound`) stands beside this one
+#: (:func:`epscert.results.rows.matrix_value_rows`): there this one is the fallback, and the other is the tighter at
+#: n = b = 10^4, 64 bands, σ = 2 (ε_add(10⁻⁶) 0.184 against 0.21 at 8e11 and 0.22 at 2e11 flops), so a quarter of
+#: the draws (about 20 CPU s there instead of 75, on the machine of issue 33's last timings) leaves the answer as it is.
+FALLBACK_FLOPS = 2e11
 MIN_SAMPLES = 20_000
 #: Rows of one block draw (memory: CHUNK x block length float64).
 CHUNK = 8192
@@ -209,7 +214,7 @@ def chernoff_log_factor(eps: float) -> np.ndarray:
 class DecoupledAddBound:
     """The UCBs U_i(λ) of one pair, sample count, seed and β (module docstring); :meth:`upper` bounds δ_add."""
 
-    def __init__(self, pair, samples: int, seed: int, error_prob: float) -> None:
+    def __init__(self, pair, samples: int, seed: int, error_prob: float, max_flops: float = MAX_FLOPS) -> None:
         g = np.asarray(pair.g, dtype=float)
         edges = pair_edges(pair)
         if edges is None:
@@ -219,7 +224,7 @@ class DecoupledAddBound:
             raise ValueError(f"samples must be >= 2, got samples={samples}")
         self.blocks = len(edges) - 1
         width = int(np.max(np.diff(edges)))
-        samples = min(int(samples), max(MIN_SAMPLES, int(MAX_FLOPS / (g.shape[0] * width))))
+        samples = min(int(samples), max(MIN_SAMPLES, int(max_flops / (g.shape[0] * width))))
         self.samples = samples
         share = error_prob / (self.blocks * len(LAMBDAS))
         b = g.shape[0]
@@ -267,13 +272,14 @@ class DecoupledAddBound:
 
 
 @functools.lru_cache(maxsize=8)
-def add_bound(pair, samples: int, seed: int, error_prob: float) -> DecoupledAddBound | None:
-    """The (cached) bound of one pair, sample count, seed and β (the passes of one ε search on the same seed
-    reuse it), or None where it does not apply (:func:`pair_edges`) or G is singular (no Cholesky factor: the
+def add_bound(pair, samples: int, seed: int, error_prob: float,
+              max_flops: float = MAX_FLOPS) -> DecoupledAddBound | None:
+    """The (cached) bound of one pair, sample count, seed, β and flop cap (the passes of one ε search on the same
+    seed reuse it), or None where it does not apply (:func:`pair_edges`) or G is singular (no Cholesky factor: the
     ADD rows then keep the line's bound alone)."""
     if pair_edges(pair) is None:
         return None
     try:
-        return DecoupledAddBound(pair, samples, seed, error_prob)
+        return DecoupledAddBound(pair, samples, seed, error_prob, max_flops)
     except linalg.LinAlgError:
         return None

@@ -29,7 +29,7 @@ from epscert.bounds.monotone import monotone_lower, monotone_upper
 from epscert.bounds.truncated_lcb import LEVELS, truncated_lcb
 from epscert.dpsgd.conditional import FLOAT_REL, conditional_sampler
 from epscert.matrix.values import FLOAT_REL as MATRIX_FLOAT_REL
-from epscert.matrix.add_decoupled import add_bound, pair_edges
+from epscert.matrix.add_decoupled import FALLBACK_FLOPS, MAX_FLOPS, add_bound, pair_edges
 from epscert.matrix.block_law import add_law_bound, applies as block_law_applies, remove_bound
 from epscert.dpsgd.conditional_ucb import add_ucb, order_stats_domination, remove_tails, remove_ucb
 from epscert.config import BRACKET_METHODS, CertifyConfig, Direction, Method, Sampler, canonical_method
@@ -230,7 +230,8 @@ def matrix_value_rows(config: CertifyConfig, method: Method, acc: acc_mod.Accumu
     blocks of ``MIN_SIZE`` to ``MAX_SIZE`` bins and a light moment tail): the smaller of that one and the block-law
     bound, each at half the REMOVE β. ADD where it applies too: the line's UCB at β/2, the decoupled and the
     block-law ADD bound (:class:`epscert.matrix.block_law.BlockLawAddBound`) at β/4 each: the block-law one where
-    the line's UCB could bind, then the decoupled one where the smaller of those two still could (:func:`could_bind`).
+    the line's UCB could bind, then the decoupled one where the smaller of those two still could (:func:`could_bind`),
+    its draws capped at ``FALLBACK_FLOPS`` there (the block law's is the tighter where both were measured).
     A bound not formed keeps its share of β unspent, so all hold at once w.p. >= 1 - β whichever are formed.
     """
     sampler = value_sampler(config, method)
@@ -273,7 +274,8 @@ def matrix_value_rows(config: CertifyConfig, method: Method, acc: acc_mod.Accumu
         # the decoupled bound after the block-law ADD bound (a few CPU s against about a minute at n = b = 10^4,
         # where the block law's is the tighter): formed only where the ADD UCB so far could still bind
         if split and could_bind(ucbs, per_dir):
-            decoupled = add_bound(matrix_pair(config), config.samples, law_seed(config), side_beta)
+            decoupled = add_bound(matrix_pair(config), config.samples, law_seed(config), side_beta,
+                                  FALLBACK_FLOPS if split_add_law else MAX_FLOPS)
             if decoupled is not None:  # None: G singular (the line's bound alone, still at its share of β)
                 ucbs = raised_from_the_right(np.minimum(ucbs, decoupled.upper(config.epsilons)).tolist())
                 formed = True

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from benchmarks.matrix_rivals import binomial_c_col
-from epscert.matrix import block_law
+from epscert.matrix import add_decoupled, block_law
 from epscert.matrix.block_bound import band_and_blocks
 from epscert.matrix.strategies import toeplitz_strategy
 
@@ -26,9 +26,9 @@ def test_rows_give_the_add_side_bounds_their_shares_of_beta(monkeypatch):
     seen = {}
 
     def recording(name, original):
-        def call(pair, samples, seed, error_prob):
-            seen[name] = error_prob
-            return original(pair, samples, seed, error_prob)
+        def call(pair, samples, seed, error_prob, *rest):
+            seen[name] = (error_prob, *rest)
+            return original(pair, samples, seed, error_prob, *rest)
         return call
 
     monkeypatch.setattr(rows_module, "add_bound", recording("decoupled", rows_module.add_bound))
@@ -37,7 +37,8 @@ def test_rows_give_the_add_side_bounds_their_shares_of_beta(monkeypatch):
     acc = Accountant(noise_multiplier=1.0, strategy=toeplitz_strategy(np.array(binomial_c_col(32)), n),
                      cycle_length=n, samples=1000, direction="add", error_prob=0.01)
     acc.get_delta(0.3)
-    assert seen == {"decoupled": 0.01 / 4, "law": 0.01 / 4}
+    # the decoupled bound beside the block-law one: at the fallback flop cap (epscert.matrix.add_decoupled)
+    assert seen == {"decoupled": (0.01 / 4, add_decoupled.FALLBACK_FLOPS), "law": (0.01 / 4,)}
 
 
 def test_rows_take_the_smaller_add_bound_and_name_it():
