@@ -125,7 +125,9 @@ CONDITIONAL_ARGS = ["--sigma", "0.5", "--steps", "50", "--epsilons", "2,3", "--m
                     "--seed", "4", "--no-baselines", "--no-progress", "--format", "json"]
 
 
-@pytest.mark.parametrize("runner_args", [[], MULTI_PROCESS, "portable"], ids=["in_memory", "multi_processing", "portable"])
+# the Portable runner's own start-up is most of its case: slow here (the sweep's portable test stays fast)
+@pytest.mark.parametrize("runner_args", [[], MULTI_PROCESS, pytest.param("portable", marks=pytest.mark.slow)],
+                         ids=["in_memory", "multi_processing", "portable"])
 def test_conditional_certify_on_every_runner_equals_the_api(tmp_path, runner_args, request):
     """Issue 13: `certify --method conditional` gives identical rows on the default, multi-process
     and Portable runners, and the same as the in-process API (certified UCBs included)."""
@@ -145,7 +147,9 @@ MATRIX_ARGS = ["--c-col", "1,0.5,0.25", "--iterations", "10", "--cycle-length", 
                "--seed", "6", "--no-progress", "--format", "json"]
 
 
-@pytest.mark.parametrize("runner_args", [[], MULTI_PROCESS, "portable"], ids=["in_memory", "multi_processing", "portable"])
+# the Portable runner's own start-up is most of its case: slow here (the sweep's portable test stays fast)
+@pytest.mark.parametrize("runner_args", [[], MULTI_PROCESS, pytest.param("portable", marks=pytest.mark.slow)],
+                         ids=["in_memory", "multi_processing", "portable"])
 def test_matrix_certify_on_every_runner_equals_the_api(tmp_path, runner_args, request):
     """Issue 23: a BandMF strategy (b = 4 not dividing n = 10) travels with the configuration; every
     runner gives the API's rows, its own deterministic bounds as baselines included."""

@@ -188,9 +188,19 @@ def _cases(reps_label: str = "") -> list[Case]:
 
 
 CASES = _cases()
+#: ADD cases of the fast suite: every estimator once (its T = 2 or 3 point), the multi-epoch and Poisson ones; the
+#: rest of the ADD grid runs with the slow set (REMOVE keeps every case fast).
+FAST_ADD = ("naive-add-T2-E1", "importance-add-T2-E1", "order_stats-add-T3-E1", "importance_order_stats-add-T3-E1",
+            "multi-epoch naive-add-T2-E2", "multi-epoch order_stats-add-T2-E2", "poisson naive (q=1)-add-T1-E2",
+            "importance_order_stats ranks {1}-add-T3-E1")
 
 
-@pytest.mark.parametrize("case", CASES, ids=str)
+def _marked(case: Case):
+    fast = case.direction != "add" or any(str(case).startswith(prefix + "-") for prefix in FAST_ADD)
+    return case if fast else pytest.param(case, marks=pytest.mark.slow)
+
+
+@pytest.mark.parametrize("case", [_marked(c) for c in CASES], ids=str)
 def test_ucb_coverage_and_z_scores(case: Case) -> None:
     # Fixed seeds 0..REPS-1; false-failure probability <= 1e-4 per case (criteria.py, Bonferroni).
     check_case(case)
