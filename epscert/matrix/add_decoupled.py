@@ -74,15 +74,16 @@ LAMBDAS = 2.0 ** (np.arange(0, 25) / 2.0)
 #: The stream of the block draws: rng.stream_generator(seed, STREAM_KEY, block).
 STREAM_KEY = int.from_bytes(hashlib.sha256(b"epscert.matrix.add_decoupled").digest()[:8], "big")
 #: Flops of one bound's block draws (N b ℓ for N draws of blocks of ℓ bins): N is the run's sample count, capped
-#: so that the draws stay near 8e11 flops (about 50 CPU s; b = 10^4 with blocks of 500: 160 000 draws, which take
+#: so that the draws stay near 8e11 flops (about 50 CPU s; b = 10^4 with blocks of 500: up to 160 000 draws, which take
 #: ε(10⁻⁶) to 0.21 at n = b = 10^4, 64 bands, σ = 2, from 0.235 at 20 000 draws and 0.22 at 40 000; ε(10⁻⁸) 0.286 →
 #: 0.265, ε(10⁻¹⁰) 0.341 → 0.313 from 40 000), but not below MIN_SAMPLES. Below b ≈ 10^4 the run's 10^5 samples
 #: stay under the cap. Any N keeps the bound valid; fewer draws only loosen the per-block UCBs.
 MAX_FLOPS = 8e11
 #: The cap where the block-law ADD bound (:class:`epscert.matrix.block_law.BlockLawAddBound`) stands beside this one
 #: (:func:`epscert.results.rows.matrix_value_rows`): there this one is the fallback, and the other is the tighter at
-#: n = b = 10^4, 64 bands, σ = 2 (ε_add(10⁻⁶) 0.184 against 0.21 at 8e11 and 0.22 at 2e11 flops), so a quarter of
-#: the draws (about 20 CPU s there instead of 75, on the machine of issue 33's last timings) leaves the answer as it is.
+#: n = b = 10^4, 64 bands, σ = 2 (ε_add(10⁻⁶) 0.184, against this one's 0.2095 with the run's 10^5 draws per block
+#: under MAX_FLOPS and 0.2200 with 40 000 under this cap, at its β of 0.01/8: 52 against 24.5 CPU s on one core of
+#: the 2-core machine of 2026-11-29 20:10 UTC), so the fewer draws leave the answer as it is.
 FALLBACK_FLOPS = 2e11
 MIN_SAMPLES = 20_000
 #: Rows of one block draw (memory: CHUNK x block length float64).
