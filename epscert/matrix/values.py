@@ -101,21 +101,12 @@ CLUSTER_MIN_BLOCK = 512
 
 
 class NumpySpecial:
-    """The special functions and the loop the kernels need, for numpy arrays (:mod:`epscert.matrix.jax_kernels`
-    has the JAX twin: ``jax_backend.log_ndtr``, its ndtri_exp and a ``lax.while_loop`` Newton)."""
+    """The special functions the kernels need, for numpy arrays (:mod:`epscert.matrix.jax_kernels` has the JAX
+    twin: ``jax_backend.log_ndtr``, its ndtri_exp and a ``lax.while_loop`` Newton; numpy's Newton loops are plain
+    Python loops over the lanes still moving, :func:`_line_newton_lanes` and line_roots' ``newton_active``)."""
 
     log_ndtr = staticmethod(special.log_ndtr)
     ndtri_exp = staticmethod(special.ndtri_exp)
-
-    @staticmethod
-    def fori_loop(lower: int, upper: int, body, value):
-        """body(i, value) for i in [lower, upper); stops early once value no longer moves."""
-        for i in range(lower, upper):
-            new = body(i, value)
-            if np.all((new == value) | ~np.isfinite(new)):
-                return new
-            value = new
-        return value
 
 
 def _log_ndtr_both(sp, hi):
@@ -252,8 +243,8 @@ def add_line_log_values(xp, sp, g, d, half_diag, var_u, log_b, eps_list, groups=
     instead of b (U = 1 for a circulant G); None keeps one group per mode. The root of S(s) = b/K is found
     by Newton on log S (convex: a log-sum-exp of affine functions) from the lower of ŝ = -ε + v̄/2 (where
     log S >= log(b/K) by Jensen) and every group's crossing (log(b/K) - log A_u)/d_u (where its term alone is
-    b/K), so every iterate is above the root and every term at most b/K; J is formed as Φ(s*/√v_u) (1 - (K/b) Σ_u A_u e^{d_u² v_u/2} Φ((s* - d_u v_u)/√v_u)/Φ(s*/√v_u))
-    in log space.
+    b/K), so every iterate is above the root and every term at most b/K; J is formed as
+    Φ(s*/√v_u) (1 - (K/b) Σ_u A_u e^{d_u² v_u/2} Φ((s* - d_u v_u)/√v_u)/Φ(s*/√v_u)) in log space.
     """
     s_mean = xp.mean(g, axis=1)
     a = g - s_mean[:, None] * d - half_diag  # a_k = (g_⊥)_k - v_k/2
@@ -291,27 +282,16 @@ ADD_LINE_ELEMENTS = 2**18
 def _add_line_chunk(xp, sp, log_a, levels, var_u, sd, vbar, log_b, eps_list, above=None):
     """((|ε|, N) log J of :func:`add_line_log_values`, (N, |ε|) roots) for a few ε at once, ε on the middle
     axis. Every entry is the per-ε computation's, operation for operation (the same elementwise steps, the
-    same reductions over the last, contiguous axis), and a lane that Newton left fixed stays fixed while the
-    loop runs on for the chunk's other lanes, so the values are those of one loop per ε. ``above`` (N, 1), one
+    same reductions over the last, contiguous axis), and numpy steps each lane on its own
+    (:func:`_line_newton_lanes`), so the values are those of one loop per ε. JAX: ``above`` (N, 1), one
     ε: roots of a smaller ε, above this root; the start is the lower of ŝ and it (if rounding left it an ulp
     below the root, f <= 0 and it is kept: within the root's own rounding)."""
     eps = xp.asarray(eps_list)
     log_target = log_b - eps  # log(b/K), (E,)
     scaled = log_a[:, None, :] - log_target[None, :, None]  # log(A_u K/b), (N, E, U)
 
-    def move(s):
-        # every iterate lies in [root, start] and start <= each group's crossing (below), so every term
-        # A_u e^{s d_u} K/b is <= 1 and their sum is >= 1 (S >= b/K above the root): no maximum per step
-        w = xp.exp(scaled + s[:, :, None] * levels)
-        total = xp.sum(w, axis=2)
-        f = xp.log(total)
-        return xp.where(f > 0, f * total / xp.sum(w * levels, axis=2), 0.0)
-
-    def step(_, s):
-        return s - move(s)
-
     def step_tol(_, s):
-        m = move(s)
+        m = _line_step(xp, scaled, levels, s)
         return s - m, xp.any(m > NEWTON_TOL * (1.0 + xp.abs(s)))
 
     # above the root: ŝ (Jensen) and each group's crossing s_u = (log(b/K) - log A_u)/d_u, where S(s_u) >= A_u
@@ -323,8 +303,6 @@ def _add_line_chunk(xp, sp, log_a, levels, var_u, sd, vbar, log_b, eps_list, abo
     start = xp.minimum(xp.zeros((log_a.shape[0], len(eps_list))) + (-eps + 0.5 * vbar), crossing)
     if xp is np:
         s = _line_newton_lanes(scaled, levels, start)
-    elif above is None:
-        s = sp.fori_loop(0, NEWTON_STEPS, step, start)
     else:  # JAX, warm started: stops once no step exceeds NEWTON_TOL (1 + |s|), as remove_root
         s = sp.newton_loop(NEWTON_STEPS, step_tol, xp.minimum(start, above))
     base = sp.log_ndtr(s / sd)
@@ -351,13 +329,21 @@ def _line_newton_lanes(scaled: np.ndarray, levels: np.ndarray, start: np.ndarray
         if lanes.size == 0:
             break
         now = flat[lanes]
-        w = np.exp(terms[lanes] + now[:, None] * levels)
-        total = np.sum(w, axis=1)
-        f = np.log(total)
-        step = np.where(f > 0, f * total / np.sum(w * levels, axis=1), 0.0)
+        step = _line_step(np, terms[lanes], levels, now)
         flat[lanes] = now - step
         lanes = lanes[step > NEWTON_TOL * (1.0 + np.abs(now))]
     return s
+
+
+def _line_step(xp, scaled, levels, s):
+    """The Newton step f/f' of f = log S - log(b/K) at s (one value per lane: ``scaled`` has the groups on its last
+    axis, ``s`` the lanes' shape), 0 where f <= 0. Every iterate lies in [root, start] and the start is at most each
+    group's crossing, so every term A_u e^{s d_u} K/b is <= 1 and their sum >= 1 (S >= b/K above the root): the
+    terms need no maximum taken out."""
+    w = xp.exp(scaled + s[..., None] * levels)
+    total = xp.sum(w, axis=-1)
+    f = xp.log(total)
+    return xp.where(f > 0, f * total / xp.sum(w * levels, axis=-1), 0.0)
 
 
 def line_groups(d: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -208,7 +208,6 @@ def test_matrix_law_upper_paths():
     assert matrix_law_upper(dataclasses.replace(small.config, methods=(Method.TILTED,)), Method.TILTED, eps) is None
 
 
-
 def test_decoupled_add_bound_only_where_the_block_law_one_leaves_add_able_to_bind(monkeypatch):
     """Both directions: the block-law ADD bound is formed before the decoupled one, and the decoupled one only where
     ADD's UCB is still above REMOVE's at some ε. Where it is not formed, ADD's rows are at or below REMOVE's, and the
