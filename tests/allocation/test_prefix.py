@@ -104,7 +104,7 @@ def test_monte_carlo_mean_inside_the_bracket(sigma, steps, full, r, eps):
         assert lo[0] - 4 * se <= mean <= up[0] + 4 * se, (d, lo[0], mean, se, up[0])
 
 
-@pytest.mark.parametrize("sigma,steps,full", [(1.0, 50, 0), (2.0, 16, 3),
+@pytest.mark.parametrize("sigma,steps,full", [pytest.param(1.0, 50, 0, marks=pytest.mark.slow), (2.0, 16, 3),
                                               pytest.param(0.8, 30, 1, marks=pytest.mark.slow)])
 def test_prefix_lies_between_the_whole_epochs(sigma, steps, full):
     """Certified comparisons: the prefix's bracket overlaps no bracket it cannot lie in."""
@@ -228,7 +228,8 @@ def test_persistent_t2_contains_the_two_noise_quadrature(sigma, cycles, eps):
         assert up[0] / lo[0] - 1 < 1e-2
 
 
-@pytest.mark.parametrize("sigma,steps,cycles,r,eps", [(1.0, 10, 1, 4, 0.5), (2.0, 32, 3, 20, 0.3)])
+@pytest.mark.parametrize("sigma,steps,cycles,r,eps", [(1.0, 10, 1, 4, 0.5),
+                                                           pytest.param(2.0, 32, 3, 20, 0.3, marks=pytest.mark.slow)])
 def test_persistent_monte_carlo_mean_inside_and_between_whole_cycles(sigma, steps, cycles, r, eps):
     """4 standard errors: false-failure probability about 6e-5 per comparison (normal approximation)."""
     from epscert.allocation.persistent import PersistentPrefixBracket

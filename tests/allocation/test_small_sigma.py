@@ -60,7 +60,8 @@ def test_t1_contains_the_closed_form(sigma, epochs):
         assert np.all(up[big] / lo[big] - 1 < width)
 
 
-@pytest.mark.parametrize("steps,sigma", [(2, 0.1), (2, 0.15), (2, 0.2), (2, 0.25), (2, 0.29), (3, 0.2), (3, 0.29)])
+@pytest.mark.parametrize("steps,sigma", [(2, 0.1), (2, 0.15), (2, 0.2), (2, 0.25), (2, 0.29),
+                                        pytest.param(3, 0.2, marks=pytest.mark.slow), (3, 0.29)])
 def test_t2_t3_contain_the_quadrature(steps, sigma):
     b = AllocationBracket(sigma, steps)
     for eps in (0.0, 1.0):
@@ -84,7 +85,8 @@ def naive_delta(sigma: float, steps: int, eps: float, direction: str, samples: i
     return float(values.mean()), float(values.std(ddof=1) / math.sqrt(samples))
 
 
-@pytest.mark.parametrize("sigma,steps", [(0.25, 10), (0.2, 100), pytest.param(0.29, 1000, marks=pytest.mark.slow)])
+@pytest.mark.parametrize("sigma,steps", [(0.25, 10), pytest.param(0.2, 100, marks=pytest.mark.slow),
+                                         pytest.param(0.29, 1000, marks=pytest.mark.slow)])
 def test_naive_monte_carlo_lies_in_the_bracket(sigma, steps):
     # 4 SE of the CLT interval: false failure about 6e-5 per comparison (12 comparisons: < 1e-3)
     b = AllocationBracket(sigma, steps)

@@ -6,6 +6,7 @@ import json
 import math
 from fractions import Fraction
 
+import pyarrow.parquet as pq
 import pytest
 
 from epscert.inverse.calibrate import calibrate_sigma
@@ -15,27 +16,20 @@ from pipelines import cli
 from pipelines.compare import column_sides
 
 
-def test_compare_prints_every_accountant(capsys):
-    assert cli.main(["compare", "--sigma", "0.8", "--steps", "50", "--epsilons", "1,2",
-                     "--deltas", "1e-3", "--samples", "5000"]) == 0
+def test_compare_prints_every_accountant_with_its_bounds_outward(capsys, tmp_path):
+    """The table names every accountant, and every upper-bound cell of it is at least its row's value (the run's
+    own rows, from its --output file), every lower-bound cell at most it (exact rationals), for δ(ε) and ε(δ) lines
+    alike; the Monte Carlo mean is to the nearest."""
+    argv = ["compare", "--sigma", "0.8", "--steps", "50", "--epsilons", "1,2", "--deltas", "1e-3", "--samples", "5000",
+            "--no-progress", "--output", str(tmp_path / "rows.parquet")]
+    assert cli.main(argv) == 0
     out = capsys.readouterr().out
+    header, table = pivot(pq.read_table(tmp_path / "rows.parquet").to_pylist(), "both")
     for label in ("δ_D exact", "δ_P PLD upper", "δ_P PLD lower", "δ_P RDP", "δ_P FFT upper", "δ_S lower",
                   "δ_B lower", "δ_B MC mean", "δ_B UCB"):
         assert label in out
     assert "ε=1" in out and "ε=2" in out and "δ=0.001" in out
-
-
-def test_compare_table_prints_bounds_outward(capsys):
-    """Every upper-bound cell of the printed table is at least its row's value, every lower-bound cell at most it
-    (exact rationals), for δ(ε) and ε(δ) lines alike; the Monte Carlo mean is to the nearest."""
-    argv = ["compare", "--sigma", "0.8", "--steps", "50", "--epsilons", "1,2", "--deltas", "1e-3", "--samples", "5000",
-            "--no-progress"]
-    assert cli.main(argv + ["--format", "json"]) == 0
-    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith("{")]
-    header, table = pivot([{k: (float(v) if v in ("inf", "-inf", "nan") else v) for k, v in r.items()} for r in rows],
-                          "both")
-    assert cli.main(argv) == 0
-    printed = [line.split() for line in capsys.readouterr().out.splitlines()[2:]]
+    printed = [line.split() for line in out.splitlines()[2:]]
     sides = column_sides()
     assert sides[1:-1] == [True, True, False, True, True, False, False, False, False, True, None, True]
     checked = 0

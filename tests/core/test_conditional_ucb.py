@@ -89,7 +89,7 @@ def test_trimmed_tail_and_excess_above_monte_carlo(sigma, n):
     assert trimmed_sum_tail(sigma, n, np.array([50.0]), 2.0)[0] == trimmed_sum_tail(sigma, n, np.array([25.0]))[0]
 
 
-@pytest.mark.parametrize("bound", [math.inf, 0.5, -0.5])
+@pytest.mark.parametrize("bound", [math.inf, 0.5, pytest.param(-0.5, marks=pytest.mark.slow)])
 def test_sum_lower_tail(bound):
     sigma = 0.5
     # n = 1: Pr_b[W < r] = Φ(min(u(r), b)) / Φ(b) exactly

@@ -25,8 +25,8 @@ def _pair(sigma=2.0, n=400, b=20):
     return MatrixPair(toeplitz_strategy(C_COL, n).gram(b), sigma)
 
 
-@pytest.mark.parametrize("sigma,eps,samples", [
-    (2.0, [2.0, 1.0, 1.5, 1.5, 3.0], 64),
+@pytest.mark.parametrize("sigma,eps,samples", [  # the small-σ case (the colder start) in the fast suite
+    pytest.param(2.0, [2.0, 1.0, 1.5, 1.5, 3.0], 64, marks=pytest.mark.slow),
     # small σ (mode variances near 20, neighbours far above B at the cold start) and a wide grid (at ε = 0.02
     # the far constant is near B): the JAX roots start below every neighbour's crossing and scale by B
     (0.35, [0.02, 12.0, 0.5, 30.0, 3.0], 256),
@@ -70,7 +70,8 @@ def test_the_same_inputs_give_the_same_values_on_both_namespaces(sigma, eps, sam
     np.testing.assert_allclose(np.asarray(loss_dev), mk.naive_losses(np, g, -pair.half_diag, False), rtol=1e-12)
 
 
-@pytest.mark.parametrize("method", ["importance", "conditional", "tilted"])
+@pytest.mark.parametrize("method", [pytest.param("importance", marks=pytest.mark.slow),
+                                    pytest.param("conditional", marks=pytest.mark.slow), "tilted"])
 def test_value_kernels_do_not_depend_on_the_grid_order(method):
     """The kernels run the grid sorted (warm-started roots): a permuted grid gives the permuted rows, bit for bit."""
     from epscert.config import Direction  # noqa: PLC0415
@@ -115,8 +116,12 @@ def test_jax_rows_are_deterministic_and_refuse_order_stats():
         epscert.certify(**{**kw, "method": "order_stats"})
 
 
-@pytest.mark.parametrize("backend", ["numpy", "jax"])
-@pytest.mark.parametrize("method", ["naive", "importance", "conditional", "tilted"])
+SLOW_JAX_LAYOUT = ("importance", "conditional")
+
+
+@pytest.mark.parametrize("backend, method", [  # every method on numpy, two on JAX in the fast suite (all with slow)
+    pytest.param(backend, method, marks=(pytest.mark.slow,) if backend == "jax" and method in SLOW_JAX_LAYOUT else ())
+    for method in ("naive", "importance", "conditional", "tilted") for backend in ("numpy", "jax")])
 def test_matrix_rows_do_not_depend_on_the_shard_layout(backend, method):
     """A shard is a range of the stream (SPEC §10): 1, 2 and 5 shards of a matrix run give the same rows
     (blocks split between shards included: 700 samples in one masked block of jax_backend.fixed_block_size)."""
@@ -146,7 +151,8 @@ def test_a_jax_value_grid_beyond_one_pass_is_refused():
                         samples=100, strategy=toeplitz_strategy(C_COL, 10), backend="jax")
 
 
-@pytest.mark.parametrize("method", ["naive", "tilted", pytest.param("importance", marks=pytest.mark.slow),
+@pytest.mark.parametrize("method", ["naive", pytest.param("tilted", marks=pytest.mark.slow),
+                                    pytest.param("importance", marks=pytest.mark.slow),
                                     pytest.param("conditional", marks=pytest.mark.slow)])
 def test_a_second_call_with_another_sample_count_compiles_nothing(method):
     """One compile per configuration (issue 34): the block shape does not follow the sample count and the ε grid

@@ -77,7 +77,8 @@ def test_the_bound_refuses_a_negative_or_nan_epsilon():
     assert bound.upper([0.0, math.inf]).tolist()[1] == 0.0
 
 
-@pytest.mark.parametrize("n, bands, sigma, eps", [(60, 4, 1.0, [0.05, 0.15]), (200, 8, 1.5, [0.1, 0.2])])
+@pytest.mark.parametrize("n, bands, sigma, eps", [(60, 4, 1.0, [0.05, 0.15]),
+                                                       pytest.param(200, 8, 1.5, [0.1, 0.2], marks=pytest.mark.slow)])
 def test_the_bound_holds_against_a_naive_estimate_and_bites(n, bands, sigma, eps):
     pair = cached_pair(toeplitz_strategy(binomial_col(bands), n), n, sigma)
     bound = ad.DecoupledAddBound(pair, 20_000, 3, 0.01).upper(eps)

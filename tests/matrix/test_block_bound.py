@@ -120,7 +120,7 @@ def test_several_participations_or_no_room_get_no_bound():
     assert bb.block_law(prime.gram, 1.5) is None
 
 
-@pytest.mark.parametrize("n, bands, sigma", [(60, 8, 0.8), (120, 16, 1.5)])
+@pytest.mark.parametrize("n, bands, sigma", [(60, 8, 0.8), pytest.param(120, 16, 1.5, marks=pytest.mark.slow)])
 def test_the_bound_is_above_a_naive_estimate_in_both_directions_and_below_the_plain_comonotone(n, bands, sigma):
     pair = cached_pair(toeplitz_strategy(binomial_col(bands), n), n, sigma)
     g = np.asarray(pair.g)

@@ -15,7 +15,8 @@ from epscert.matrix import block_draws, block_law, laws_from_bounds
 from tests.matrix.block_law_helpers import convex_minorant, drawn_factor, naive_add, naive_remove, one_participation
 
 
-@pytest.mark.parametrize("sigma, power, eps", [(1.0, 1.0, (0.3, 0.6, 0.9, 1.2)), (2.0, 1.5, (0.2, 0.4, 0.6, 0.8, 1.0))])
+@pytest.mark.parametrize("sigma, power, eps", [pytest.param(1.0, 1.0, (0.3, 0.6, 0.9, 1.2), marks=pytest.mark.slow),
+                                               (2.0, 1.5, (0.2, 0.4, 0.6, 0.8, 1.0))])
 def test_remove_bound_lies_above_an_independent_naive_estimate(sigma, power, eps):
     """The REMOVE bound above this file's own naive δ_remove (4 standard errors), with the tilt at power 1 (σ = 1)
     and at 1.5 (σ = 2, where the tilted draws bound the blocks' tail beyond about 2.9)."""

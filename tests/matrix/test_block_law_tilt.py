@@ -110,8 +110,10 @@ def tilt_factor(kind: str) -> np.ndarray:
 
 @pytest.mark.parametrize("kind, power, points, edge, grid", [
     ("block", 1.0, (1.5, 3.0, 20.0, 30.0), 10.0, (1.5, 2.0, 3.0, 4.0, 6.0, 8.0, 20.0, 30.0)),
-    ("unequal", 1.0, (1.5, 3.0, 6.0, 10.0), 5.0, (1.5, 2.0, 3.0, 4.0, 6.0, 8.0, 20.0, 30.0)),
-    ("block2", 1.5, (1.5, 2.5, 3.5, 5.0), 3.0, (1.5, 2.0, 2.5, 3.5, 4.0, 5.0, 6.0)),
+    pytest.param("unequal", 1.0, (1.5, 3.0, 6.0, 10.0), 5.0, (1.5, 2.0, 3.0, 4.0, 6.0, 8.0, 20.0, 30.0),
+                 marks=pytest.mark.slow),
+    pytest.param("block2", 1.5, (1.5, 2.5, 3.5, 5.0), 3.0, (1.5, 2.0, 2.5, 3.5, 4.0, 5.0, 6.0),
+                 marks=pytest.mark.slow),
     ("unequal2", 1.5, (1.2, 1.4, 1.8, 2.2), 1.45, (1.2, 1.4, 1.6, 2.0, 2.5, 3.0)),
 ])
 def test_tilted_draws_give_the_plain_survival(kind, power, points, edge, grid):

@@ -143,6 +143,7 @@ def test_the_proposal_law_is_its_definition_and_every_weight_is_unbiased(c_col, 
     assert min(n * q for q in law.values() if q > 0) > 30
 
 
+@pytest.mark.slow  # 9 s; the tilt's coverage and naive containment below stay fast
 def test_the_mean_weight_is_z_of_the_tables():
     """n = b = 150 (one participation), 4 bands, σ = 1: E_π[Z̄ρκ] from 400 000 draws against the tables' exact Z_θ,
     θ = 2..5; Z̄ is above Z_θ and within 5% of it (3% at θ = 5: the placements' and the end's share at this small b)."""

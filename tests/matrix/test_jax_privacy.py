@@ -40,7 +40,14 @@ CONFIGS = [(100, 5, 3, 8.0, (0.25, 0.5, 1.0)),
 IDS = [f"n{n}-b{b}-p{p}-s{s:g}" for n, b, p, s, _ in CONFIGS]
 
 
-@pytest.mark.parametrize("n,b,bands,sigma,eps", CONFIGS, ids=IDS)
+def _split(fast: tuple[int, ...]) -> list:
+    """CONFIGS with those not in ``fast`` in the slow set: each configuration runs in the fast suite in one of the
+    two tests below (δ for 0 and 2, the loss law for 1 and 3), every one in both with the slow set."""
+    return [pytest.param(*c, id=i, marks=() if k in fast else (pytest.mark.slow,))
+            for k, (c, i) in enumerate(zip(CONFIGS, IDS))]
+
+
+@pytest.mark.parametrize("n,b,bands,sigma,eps", _split((0, 2)))
 def test_delta_agrees_with_jax_privacy(n, b, bands, sigma, eps):
     c_col = binomial_c_col(bands)
     ours = epscert.certify(sampler="balls_and_bins_persistent", sigma=sigma, steps=b, epsilons=list(eps),
@@ -57,7 +64,7 @@ def test_delta_agrees_with_jax_privacy(n, b, bands, sigma, eps):
     assert resolved >= 2  # the comparison bites somewhere: 10% relative error or better
 
 
-@pytest.mark.parametrize("n,b,bands,sigma,eps", CONFIGS, ids=IDS)
+@pytest.mark.parametrize("n,b,bands,sigma,eps", _split((1, 3)))
 def test_loss_law_agrees_with_jax_privacy(n, b, bands, sigma, eps):
     c_col = binomial_c_col(bands)
     pair = MatrixPair(toeplitz_strategy(c_col, n).gram(b), sigma)

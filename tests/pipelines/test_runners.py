@@ -24,6 +24,9 @@ from transforms.certify import sort_rows
 CERTIFY_ARGS = ["--sigma", "0.7", "--steps", "12", "--epsilons", "0.5,1,2", "--method", "importance,naive",
                 "--samples", "1500", "--shards", "3", "--seed", "9", "--no-progress", "--format", "json"]
 MULTI_PROCESS = ["--direct_num_workers=2", "--direct_running_mode=multi_processing"]
+#: the worker processes' start-up is most of a multi-process case (about 7 s): the sweep's and the dense strategy's
+#: run in the fast suite, the certify commands' (baselines, conditional, matrix) with the slow set
+SLOW_MULTI_PROCESS = pytest.param(MULTI_PROCESS, marks=pytest.mark.slow)
 
 
 def api_rows(configs) -> list[dict]:
@@ -34,7 +37,7 @@ def sweep_rows(out) -> list[dict]:
     return without_wall(pq.read_table(out / "results.parquet").to_pylist())
 
 
-@pytest.mark.parametrize("runner_args", [[], MULTI_PROCESS], ids=["in_memory", "multi_processing"])
+@pytest.mark.parametrize("runner_args", [[], SLOW_MULTI_PROCESS], ids=["in_memory", "multi_processing"])
 def test_certify_with_baselines_equals_the_api(tmp_path, runner_args):
     out = tmp_path / "r.parquet"
     certify.run([*CERTIFY_ARGS, "--output", str(out), *runner_args], stdout=open(os.devnull, "w"))
@@ -126,7 +129,7 @@ CONDITIONAL_ARGS = ["--sigma", "0.5", "--steps", "50", "--epsilons", "2,3", "--m
 
 
 # the Portable runner's own start-up is most of its case: slow here (the sweep's portable test stays fast)
-@pytest.mark.parametrize("runner_args", [[], MULTI_PROCESS, pytest.param("portable", marks=pytest.mark.slow)],
+@pytest.mark.parametrize("runner_args", [[], SLOW_MULTI_PROCESS, pytest.param("portable", marks=pytest.mark.slow)],
                          ids=["in_memory", "multi_processing", "portable"])
 def test_conditional_certify_on_every_runner_equals_the_api(tmp_path, runner_args, request):
     """Issue 13: `certify --method conditional` gives identical rows on the default, multi-process
@@ -148,7 +151,7 @@ MATRIX_ARGS = ["--c-col", "1,0.5,0.25", "--iterations", "10", "--cycle-length", 
 
 
 # the Portable runner's own start-up is most of its case: slow here (the sweep's portable test stays fast)
-@pytest.mark.parametrize("runner_args", [[], MULTI_PROCESS, pytest.param("portable", marks=pytest.mark.slow)],
+@pytest.mark.parametrize("runner_args", [[], SLOW_MULTI_PROCESS, pytest.param("portable", marks=pytest.mark.slow)],
                          ids=["in_memory", "multi_processing", "portable"])
 def test_matrix_certify_on_every_runner_equals_the_api(tmp_path, runner_args, request):
     """Issue 23: a BandMF strategy (b = 4 not dividing n = 10) travels with the configuration; every

@@ -11,7 +11,7 @@ from pipelines import cli
 
 def test_sweep_with_the_pld_bracket_writes_its_rows(tmp_path, capsys):
     spec = tmp_path / "spec.yaml"
-    spec.write_text("sampler: balls_and_bins\nsigma: [0.6, 1.0]\nsteps: 50\nepochs: [1, 2]\n"
+    spec.write_text("sampler: balls_and_bins\nsigma: [1.0, 2.0]\nsteps: 20\nepochs: [1, 2]\n"
                     "method: [pld_upper, pld_lower]\nepsilons: [0.5, 1, 2]\nbaselines: false\n")
     assert cli.main(["sweep", str(spec), "--output", str(tmp_path / "out"), "--no_progress"]) == 0, \
         capsys.readouterr().err
@@ -19,7 +19,7 @@ def test_sweep_with_the_pld_bracket_writes_its_rows(tmp_path, capsys):
     got = {(r["sigma"], r["epochs"], r["method"], r["epsilon"]): r for r in rows if r["direction"] == "both"}
     assert len(got) == 2 * 2 * 2 * 3
     for (sigma, epochs, method, eps), row in got.items():
-        up, lo = bracket_for(sigma, 50, epochs).delta([eps])
+        up, lo = bracket_for(sigma, 20, epochs).delta([eps])
         if method == "bracket_upper":  # pld_upper in the spec: the bracket's old name
             assert row["guarantee"] == "upper_bound" and row["delta_upper"] == pytest.approx(up[0], rel=1e-12)
         else:

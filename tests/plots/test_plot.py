@@ -30,7 +30,7 @@ def test_delta_curves_render(tmp_path):
 
 def test_epsilon_against_sigma_renders_from_a_sweep(tmp_path):
     eps = [0.25 * i for i in range(1, 40)]
-    tables = [epscert.certify(sampler=s, sigma=sg, steps=50, epsilons=eps, method=m, samples=20_000, seed=1)
+    tables = [epscert.certify(sampler=s, sigma=sg, steps=50, epsilons=eps, method=m, samples=5000, seed=1)
               for sg in (0.6, 0.9, 1.2) for s, m in (("balls_and_bins", "importance"), ("poisson", "pld_upper"))]
     src = tmp_path / "sweep.parquet"
     pq.write_table(pa.concat_tables(tables), src)

@@ -1,7 +1,8 @@
 """Coverage of the Monte Carlo upper confidence bounds against independently known δ(ε).
 
-For each estimator, direction and point, ``REPS`` independent runs of the public API
-(``epscert.certify``, seed = repetition index, a small sample count) are compared with the truth:
+For each estimator, direction and point, ``REPS`` independent runs of the public API (``epscert.certify``,
+seed = repetition index, a small sample count; ``FAST_REPS`` of them, in one direction per case, in the fast
+suite) are compared with the truth:
 
 * misses: how often the table's ``delta_upper`` (UCB at the row's error_prob β) is below the
   truth. A valid bound misses with probability <= β, so the count is Binomial(REPS, <= β);
@@ -9,9 +10,9 @@ For each estimator, direction and point, ``REPS`` independent runs of the public
 * z-scores z = (delta - target) / std_error of the MC mean must look standard: mean within a
   t-interval plus an Edgeworth allowance, sd within a χ² interval (see ``criteria.py``).
 Each case makes 3 checks per ε at α = 1e-4 / (3 n_eps) each, so a correct implementation fails
-a case with probability <= 1e-4 over the choice of seeds (Bonferroni); the 37 default cases
-together <= 3.7e-3. Cases with a partial set of ranks (pessimistic bound, target unknown) get
-the miss test and the one-sided z check only.
+a case with probability <= 1e-4 over the choice of seeds (Bonferroni); the 19 cases of the fast
+suite together <= 1.9e-3, the 37 at REPS (slow set) <= 3.7e-3. Cases with a partial set of ranks
+(pessimistic bound, target unknown) get the miss test and the one-sided z check only.
 
 Truths: T = 1 is the Gaussian (σ/√E for E epochs); T ∈ {2, 3}, one epoch, from
 ``tests/reference/quadrature.py``; T = 2, two epochs, from ``truth.py`` (independent quadrature).
@@ -25,6 +26,7 @@ so the miss test catches gross failures (bounds below the truth), the z-tests ca
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from dataclasses import dataclass
@@ -71,6 +73,9 @@ class Case:
 
     def point(self, eps: float) -> str:
         return f"{self.sampler} σ={self.sigma:g} T={self.steps} E={self.epochs} ε={eps:g}"
+
+    def with_direction(self, direction: str) -> Case:
+        return dataclasses.replace(self, direction=direction)
 
     def __str__(self) -> str:
         return f"{self.label}-{self.direction}-T{self.steps}-E{self.epochs}-s{self.sigma:g}"
@@ -188,22 +193,32 @@ def _cases(reps_label: str = "") -> list[Case]:
 
 
 CASES = _cases()
-#: ADD cases of the fast suite: every estimator once (its T = 2 or 3 point), the multi-epoch and Poisson ones; the
-#: rest of the ADD grid runs with the slow set (REMOVE keeps every case fast).
+#: ADD cases of the fast suite: every estimator once (its T = 2 or 3 point), the multi-epoch and Poisson ones. Each
+#: case of the grid runs in the fast suite in one direction: ADD where listed here, REMOVE elsewhere; the other
+#: direction runs with the slow set.
 FAST_ADD = ("naive-add-T2-E1", "importance-add-T2-E1", "order_stats-add-T3-E1", "importance_order_stats-add-T3-E1",
             "multi-epoch naive-add-T2-E2", "multi-epoch order_stats-add-T2-E2", "poisson naive (q=1)-add-T1-E2",
             "importance_order_stats ranks {1}-add-T3-E1")
 
 
-def _marked(case: Case):
-    fast = case.direction != "add" or any(str(case).startswith(prefix + "-") for prefix in FAST_ADD)
-    return case if fast else pytest.param(case, marks=pytest.mark.slow)
+#: Repetitions of a case in the fast suite (seeds 0..FAST_REPS-1, the first of the slow set's REPS): the same
+#: criteria at their own sample size (the z-tests' bounds widen by about √2)
+FAST_REPS = 1000
 
 
-@pytest.mark.parametrize("case", [_marked(c) for c in CASES], ids=str)
-def test_ucb_coverage_and_z_scores(case: Case) -> None:
-    # Fixed seeds 0..REPS-1; false-failure probability <= 1e-4 per case (criteria.py, Bonferroni).
-    check_case(case)
+def _params():
+    """Every case at REPS with the slow set; the fast suite's direction of each (FAST_ADD) at FAST_REPS too."""
+    for case in CASES:
+        add_fast = any(str(case.with_direction("add")).startswith(prefix + "-") for prefix in FAST_ADD)
+        if add_fast == (case.direction == "add"):
+            yield pytest.param(case, FAST_REPS, id=f"{case}-reps{FAST_REPS}")
+        yield pytest.param(case, REPS, id=str(case), marks=pytest.mark.slow)
+
+
+@pytest.mark.parametrize("case, reps", list(_params()))
+def test_ucb_coverage_and_z_scores(case: Case, reps: int) -> None:
+    # Fixed seeds 0..reps-1; false-failure probability <= 1e-4 per case (criteria.py, Bonferroni).
+    check_case(case, reps=reps)
 
 
 def test_both_directions_row_covers_the_max() -> None:

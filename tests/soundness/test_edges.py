@@ -34,7 +34,8 @@ def both_rows(sigma, steps, epochs, eps):
 
 
 # The table of issue 12: (σ, T, E, ε grid).
-ISSUE_12 = [(0.8, 1000, 1, [3.0, 4.0]), (1.0, 234, 10, [3.0, 4.0, 8.0]), (0.6, 10000, 1, [8.0])]
+ISSUE_12 = [(0.8, 1000, 1, [3.0, 4.0]), (1.0, 234, 10, [3.0, 4.0, 8.0]),
+            pytest.param(0.6, 10000, 1, [8.0], marks=pytest.mark.slow)]  # T = 10^4: 6 s
 
 
 @pytest.mark.parametrize("sigma,steps,epochs,eps", ISSUE_12)

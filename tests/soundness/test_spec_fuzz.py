@@ -353,9 +353,20 @@ def bomb_spec(key: str, template: str, levels: int, width: int) -> str:
 # ---- the fuzz tests -----------------------------------------------------------------------------
 
 
-@settings(max_examples=300, **FUZZ)
+@settings(max_examples=150, **FUZZ)
 @given(spec=valid_specs())
 def test_valid_specs_expand_to_their_product(workdir, spec):
+    check_valid_spec(workdir, spec)
+
+
+@pytest.mark.slow
+@settings(max_examples=1000, **FUZZ)
+@given(spec=valid_specs())
+def test_valid_specs_expand_to_their_product_more_examples(workdir, spec):
+    check_valid_spec(workdir, spec)
+
+
+def check_valid_spec(workdir, spec) -> None:
     results = {}
     for fmt in ("yaml", "json"):
         configs, error = load_file(workdir, dump(spec, fmt), "." + fmt)
@@ -393,9 +404,20 @@ def test_valid_specs_expand_to_their_product(workdir, spec):
         assert all(c.dataset_size in (None, spec.get("dataset_size")) for c in configs)
 
 
-@settings(max_examples=500, **FUZZ)
+@settings(max_examples=250, **FUZZ)
 @given(spec=mutated_specs())
 def test_mutated_specs_parse_or_are_refused(workdir, spec):
+    check_mutated_spec(workdir, spec)
+
+
+@pytest.mark.slow
+@settings(max_examples=2000, **FUZZ)
+@given(spec=mutated_specs())
+def test_mutated_specs_parse_or_are_refused_more_examples(workdir, spec):
+    check_mutated_spec(workdir, spec)
+
+
+def check_mutated_spec(workdir, spec) -> None:
     yaml_result = load_file(workdir, dump(spec, "yaml"), ".yaml")
     json_result = load_file(workdir, dump(spec, "json"), ".json")
     assert outcome(*yaml_result) == outcome(*json_result), spec
