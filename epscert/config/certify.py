@@ -58,9 +58,11 @@ class CertifyConfig:
     batch_size: int | None = None
     backend: str = "numpy"
     strategy: object = None
-    #: a matrix mechanism's block-law and decoupled bounds' seed where not ``seed`` (None): an ε(δ) inversion's
-    #: searches take the user's (:func:`epscert.results.rows.law_seed`), so those bounds are drawn once per run
+    #: a matrix mechanism's block-law and decoupled bounds' seed and sample count where not ``seed`` and ``samples``
+    #: (None): an ε(δ) inversion's searches take the run's (:func:`epscert.results.rows.law_seed`, ``law_samples``),
+    #: so those bounds are drawn once per run, whatever a search's own sample count
     law_seed: int | None = None
+    law_samples: int | None = None
     resolved: tuple[Method, ...] = field(init=False, default=())
     ranks: tuple[int, ...] | None = field(init=False, default=None)
 
@@ -79,6 +81,8 @@ class CertifyConfig:
         set_("seed", check_seed(self.seed))
         if self.law_seed is not None:
             set_("law_seed", check_seed(self.law_seed))
+        if self.law_samples is not None:
+            set_("law_samples", check_int("law_samples", self.law_samples, 1))
         if not isinstance(self.backend, str) or self.backend not in BACKENDS:
             raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, got backend={show(self.backend)}")
         set_("error_prob", check_float("error_prob", self.error_prob, low=MIN_ERROR_PROB, low_open=False,
@@ -235,11 +239,6 @@ class CertifyConfig:
         object.__setattr__(self, "dataset_size", check_int("dataset_size", self.dataset_size, 1))
         object.__setattr__(self, "max_batch_size", check_int("max_batch_size", self.max_batch_size, 1))
 
-    @property
-    def is_matrix(self) -> bool:
-        """Whether this is a matrix mechanism (a strategy C) rather than DP-SGD."""
-        return self.strategy is not None
-
     def reduced(self) -> "CertifyConfig":
         """The configuration that is certified: a persistent sampler's E epochs at σ are exactly its
         base sampler's one epoch at σ/√E (SPEC §1); any other configuration is itself."""
@@ -311,6 +310,7 @@ class CertifyConfig:
             **({"strategy": self.strategy.to_dict()} if self.strategy is not None else {}),
             # the bounds' seed where it is not ``seed``: left out when absent so existing ids stay stable
             **({"law_seed": self.law_seed} if self.law_seed is not None else {}),
+            **({"law_samples": self.law_samples} if self.law_samples is not None else {}),
         }
 
     @functools.cached_property

@@ -41,7 +41,7 @@ lowers each LCB) and
 if ε* < ε̌ the smallest grid point ε_k > ε* has ε_k <= ε̌, so LCB(ε_k) >= λ(ε̌) > δ >= δ(ε_k): the
 LCB fails at the fixed point ε_k, probability <= β. Each side holds at β; both at once at 2β.
 The certifying grid then spans both crossings (:func:`two_sided_grid`: a second search pass on the
-search seed narrows them first, so ``fine_points`` values give a fine resolution).
+search seed, at a quarter of the samples for large runs, narrows them first, so ``fine_points`` values give a fine resolution).
 
 Between grid points (:func:`refined_upper`): where the block-law bounds of a one-participation strategy apply, each
 holds for every ε at once (:func:`epscert.results.rows.matrix_law_upper`: their survival bounds hold jointly, the
@@ -77,6 +77,11 @@ DEFAULT_COARSE_GRID = (0.0, 0.125, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 4.0, 5.0
 FINE_POINTS = 32
 #: Steps of the second search pass of a two-sided inversion across each coarse bracket (two_sided_grid).
 SEARCH_POINTS = 8
+#: That pass draws the run's samples divided by this, but not fewer than SECOND_SEARCH_MIN (nor more than the run's):
+#: it only places the certifying grid (two_sided_grid), and a small run's placement from a quarter of its samples was
+#: measured coarser (n = b = 128, 2000 samples: the upper side's grid step 3.5% where it was under 2%)
+SECOND_SEARCH_SHARE = 4
+SECOND_SEARCH_MIN = 10_000
 #: ``bound`` of a matrix mechanism's ε(δ) rows: its rows' UCB and LCB, inverted on a fixed grid.
 MATRIX_GRID_BOUND = "mc_ucb_lcb_fixed_grid"
 #: The same, its upper side refined between two grid points by the block-law bounds alone (:func:`refined_upper`)
@@ -202,20 +207,26 @@ def sampled(config: CertifyConfig, progress, passes: Passes | None = None):
 
 
 def two_sided_grid(search: CertifyConfig, brackets: dict, direction: str, fine_points: int,
-                   progress: Callable[[int], None] | None = None, passes: Passes | None = None) -> list[float]:
+                   progress: Callable[[int], None] | None = None, passes: Passes | None = None,
+                   samples: int | None = None) -> list[float]:
     """The certifying grid of a two-sided inversion (placement only: any fixed grid keeps the certificate valid).
 
-    A second search pass (``search``'s seed, :data:`SEARCH_POINTS` steps of h across each coarse
+    A second search pass (``search``'s seed and sample count, :data:`SEARCH_POINTS` steps of h across each coarse
     bracket [low, top]) finds the first ε with UCB <= δ (u) and the last below it with LCB > δ (l), and
     where it can, the crossings between them and their neighbours by log-linear interpolation of the two
-    curves (û, l̂). The certifying pass gets ``fine_points`` - ``fine_points`` // 4 steps across
-    [l̂ - h/4, û + h/4] and ``fine_points`` // 4 across [l - h, u + h] (the span the crossings lie in
-    whatever the interpolation says), plus the coarse points of [low, top] (a coarse answer if its own
-    crossings fall outside both spans). At n = b = 10^4, 64 bands, σ = 2, δ = 10⁻⁶ the search's h is 0.047
+    curves (û, l̂). It may draw fewer than the certifying pass's ``samples`` (:data:`SECOND_SEARCH_SHARE`); it then
+    reads the curves predicted for that pass (:func:`predicted_sides`). The certifying pass gets ``fine_points`` -
+    ``fine_points`` // 4 steps across [l̂ - h/4, û + h/4] and ``fine_points`` // 4 across [l - h, u + h] (the span
+    the crossings lie in whatever the interpolation says), plus the coarse points of [low, top] (a coarse answer if
+    its own crossings fall outside both spans). At n = b = 10^4, 64 bands, σ = 2, δ = 10⁻⁶ the search's h is 0.047
     and u - l one h: one span of 32 steps had a resolution of 0.0044, the interpolated one 0.0012.
     """
     spans = sorted({e for _, top, low in brackets.values() for e in np.linspace(low, top, SEARCH_POINTS + 1).tolist()})
-    eps, _, ucb, lcb = _curve(sampled(dataclasses.replace(search, epsilons=tuple(spans)), progress, passes), direction)
+    table = sampled(dataclasses.replace(search, epsilons=tuple(spans)), progress, passes)
+    eps, mean, ucb, lcb = _curve(table, direction)
+    drawn_lcb = lcb
+    if samples is not None and samples > search.samples:
+        ucb, lcb = predicted_sides(mean, ucb, lcb, samples / search.samples)
     grid: set[float] = set()
     wide = fine_points // 4
     for delta, (_, top, low) in brackets.items():
@@ -229,11 +240,24 @@ def two_sided_grid(search: CertifyConfig, brackets: dict, direction: str, fine_p
         grid.update(np.linspace(max(0.0, lower - step), upper + step, wide + 1).tolist())
         grid.update(np.linspace(max(0.0, min(near_lower, near_upper) - step / 4), near_upper + step / 4,
                                 fine_points - wide + 1).tolist())
-        if above.size:  # the lower side is read at grid points only: fine_points more within h/16 of l̂
-            grid.update(np.linspace(max(0.0, near_lower - step / 16), near_lower + step / 16,
+        if above.size:  # the lower side is read at grid points only: fine_points more within h/16 of l̂, from
+            # the drawn LCB's own crossing where that is below (a mean drawn low, heavy tails: n = b = 2000, σ = 1.2,
+            # δ = 1e-10 put l̂ at 0.98, the certifying pass's crossing near 0.87, the drawn one at the bracket's end)
+            drawn = np.flatnonzero((drawn_lcb > delta) & (eps < upper))
+            floor = log_crossing(eps, drawn_lcb, delta, int(drawn[-1]) + 1) if drawn.size else low
+            grid.update(np.linspace(max(0.0, min(floor, near_lower) - step / 16), near_lower + step / 16,
                                     fine_points + 1).tolist())
         grid.update(e for e in search.epsilons if low <= e <= top)  # coarse fallbacks if the crossings moved
     return sorted(grid)
+
+
+def predicted_sides(mean: np.ndarray, ucb: np.ndarray, lcb: np.ndarray,
+                    ratio: float) -> tuple[np.ndarray, np.ndarray]:
+    """The UCB and LCB curves a pass of ``ratio`` times the samples would show, for placing a grid only: each side's
+    distance from the mean divided by √ratio (a CLT half-width). Measured at n = b = 2000, 16 bands, σ = 1.2,
+    δ = 10⁻⁶, the second search at a quarter of 10⁵ samples: the UCB's distance from the mean was 4.6 standard
+    errors there and 4.4 in the certifying pass (a range term, which would fall as 1/ratio, did not set it)."""
+    return mean + np.maximum(ucb - mean, 0.0) / math.sqrt(ratio), mean - np.maximum(mean - lcb, 0.0) / math.sqrt(ratio)
 
 
 def log_crossing(eps: np.ndarray, curve: np.ndarray, delta: float, index: int) -> float:
@@ -302,13 +326,16 @@ def mc_epsilon_rows(config: CertifyConfig, method: Method, deltas: Sequence[floa
     # a matrix mechanism's block-law and decoupled bounds hold for every ε at once: the searches take the user's seed
     # for them (epscert.results.rows.law_seed), so they are drawn once for the whole inversion
     law = law_seed(config) if config.strategy is not None else None
-    search = dataclasses.replace(plain, epsilons=tuple(coarse), seed=search_seed, law_seed=law)
+    search = dataclasses.replace(plain, epsilons=tuple(coarse), seed=search_seed, law_seed=law,
+                                 law_samples=config.samples if law is not None else None)
     c_eps, c_mean, c_ucb, c_lcb = _curve(sampled(
         search, ProgressMeter(progress, per_pass, "sampling (coarse ε grid)").add, passes), direction)
     brackets = _brackets(c_eps, c_ucb, deltas, c_lcb if two_sided else None)
     if two_sided and brackets:
-        grid = two_sided_grid(search, brackets, direction, fine_points,
-                              ProgressMeter(progress, per_pass, "sampling (second search)").add, passes)
+        second = dataclasses.replace(search, samples=max(min(config.samples, SECOND_SEARCH_MIN), config.shards,
+                                                         config.samples // SECOND_SEARCH_SHARE))
+        meter = ProgressMeter(progress, len(config.direction.parts()) * second.samples, "sampling (second search)")
+        grid = two_sided_grid(second, brackets, direction, fine_points, meter.add, passes, config.samples)
     else:
         grid = sorted({e for lo, top, _ in brackets.values() for e in np.linspace(lo, top, fine_points + 1).tolist()})
     f_eps, f_mean, f_ucb, f_lcb = c_eps, c_mean, c_ucb, c_lcb

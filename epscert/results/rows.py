@@ -262,19 +262,19 @@ def matrix_value_rows(config: CertifyConfig, method: Method, acc: acc_mod.Accumu
         formed = False  # whether the decoupled bound entered the UCB (the row's bound name says so)
         law_formed = False  # whether a block-law bound did (REMOVE, or ADD)
         if split_remove:
-            law_bound = remove_bound(matrix_pair(config), config.samples, law_seed(config), law_betas(beta)[0])
+            law_bound = remove_bound(matrix_pair(config), law_samples(config), law_seed(config), law_betas(beta)[0])
             if law_bound is not None:  # None: it failed after applying (the values' bound alone, still at β/2)
                 ucbs = raised_from_the_right(np.minimum(ucbs, law_bound.upper(config.epsilons)).tolist())
                 law_formed = True
         if split_add_law and could_bind(ucbs, per_dir):
-            add_law = add_law_bound(matrix_pair(config), config.samples, law_seed(config), law_betas(beta)[1])
+            add_law = add_law_bound(matrix_pair(config), law_samples(config), law_seed(config), law_betas(beta)[1])
             if add_law is not None:  # None: it failed after applying (the others stand, at their shares)
                 ucbs = raised_from_the_right(np.minimum(ucbs, add_law.upper(config.epsilons)).tolist())
                 law_formed = True
         # the decoupled bound after the block-law ADD bound (which reuses the REMOVE law's draws; the decoupled one
         # draws its own, 25 to 52 CPU s at n = b = 10^4, where it is the looser): only where ADD could still bind
         if split and could_bind(ucbs, per_dir):
-            decoupled = add_bound(matrix_pair(config), config.samples, law_seed(config), side_beta,
+            decoupled = add_bound(matrix_pair(config), law_samples(config), law_seed(config), side_beta,
                                   FALLBACK_FLOPS if split_add_law else MAX_FLOPS)
             if decoupled is not None:  # None: G singular (the line's bound alone, still at its share of β)
                 ucbs = raised_from_the_right(np.minimum(ucbs, decoupled.upper(config.epsilons)).tolist())
@@ -312,6 +312,13 @@ def law_seed(config: CertifyConfig) -> int:
     return config.seed if config.law_seed is None else config.law_seed
 
 
+def law_samples(config: CertifyConfig) -> int:
+    """The sample count that sizes the block-law and decoupled bounds' draws (``config.law_samples``, else
+    ``config.samples``): an inversion's second search draws fewer values but keeps these bounds at the run's count, so
+    they are the very bounds of its certifying pass (each holds for every ε at once, on streams of its own)."""
+    return config.samples if config.law_samples is None else config.law_samples
+
+
 def law_betas(beta: float) -> tuple[float, float]:
     """The block-law bounds' shares of one direction's β in :func:`matrix_value_rows` where the block law applies
     (fixed before any draw, formed or not): REMOVE β/2 (the values' UCB the other half), ADD β/4 (the line's UCB
@@ -340,9 +347,9 @@ def matrix_law_upper(config: CertifyConfig, method: Method, epsilons) -> np.ndar
     out = np.zeros(eps.size)
     for direction in parts:
         if direction is Direction.REMOVE:
-            bound = remove_bound(pair, config.samples, law_seed(config), law_betas(beta)[0])
+            bound = remove_bound(pair, law_samples(config), law_seed(config), law_betas(beta)[0])
         else:
-            bound = (add_law_bound(pair, config.samples, law_seed(config), law_betas(beta)[1])
+            bound = (add_law_bound(pair, law_samples(config), law_seed(config), law_betas(beta)[1])
                      if pair_edges(pair) is not None else None)
         if bound is None:
             return None

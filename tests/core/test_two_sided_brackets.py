@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pytest
 
 from epscert.inverse.epsilon_at_delta import _brackets, lower_epsilon
 
@@ -82,7 +83,8 @@ def test_the_certifying_grid_is_fine_around_the_interpolated_crossings(monkeypat
 def test_only_the_certifying_pass_draws_on_the_user_seed(monkeypatch):
     """The coarse pass and the second search (which place the certifying grid) run on seed + 1; the certifying pass,
     whose rows give both sides, on the user's seed, with the grid the searches fixed. The searches' block-law and
-    decoupled bounds take the user's seed (law_seed), so those are drawn once."""
+    decoupled bounds take the user's seed and sample count (law_seed, law_samples), so those are drawn once; the
+    second search draws a quarter of the samples."""
     import dataclasses
 
     import epscert
@@ -93,11 +95,14 @@ def test_only_the_certifying_pass_draws_on_the_user_seed(monkeypatch):
     acc = epscert.Accountant(noise_multiplier=2.0, strategy=toeplitz_strategy([1.0, 0.5], 40), cycle_length=10,
                              samples=2000, seed=5)
     config = dataclasses.replace(acc.config, methods=(Method.TILTED,))
-    calls = []
+    from epscert.results.rows import law_samples
+
+    calls, sizes = [], []
     real = ead.sampled
 
     def recording(cfg, progress, passes=None):
         calls.append((cfg.seed, tuple(cfg.epsilons), cfg.law_seed))
+        sizes.append((cfg.samples, law_samples(cfg)))
         return real(cfg, progress, passes)
 
     monkeypatch.setattr(ead, "sampled", recording)
@@ -106,6 +111,11 @@ def test_only_the_certifying_pass_draws_on_the_user_seed(monkeypatch):
     assert [seed for seed, _, _ in calls] == [6, 6, 5]
     # the bounds that hold for every ε at once (block law, decoupled) are drawn on the user's seed in every pass
     assert [law for _, _, law in calls] == [5, 5, None]
+    assert sizes == [(2000, 2000)] * 3  # a small run: the second search draws them all (SECOND_SEARCH_MIN)
+    calls.clear(), sizes.clear()
+    monkeypatch.setattr(ead, "SECOND_SEARCH_MIN", 100)
+    ead.mc_epsilon_rows(config, Method.TILTED, [1e-3])
+    assert sizes == [(2000, 2000), (2000 // ead.SECOND_SEARCH_SHARE, 2000), (2000, 2000)]
     assert calls[1][1] != calls[0][1] and calls[2][1] not in (calls[0][1], calls[1][1])
     assert math.isfinite(rows[0]["epsilon_upper"]) and rows[0]["epsilon_lower"] is not None
 
@@ -131,3 +141,29 @@ def test_a_search_curve_without_a_crossing_keeps_the_bracket(monkeypatch):
     h = (0.5 - 0.125) / 8
     assert grid.min() >= 0.125 - h - 1e-12 and grid.max() <= 0.5 + h + 1e-12
     assert {0.125, 0.25, 0.5} <= set(grid.tolist())
+
+
+def test_predicted_sides_shrink_by_the_root_of_the_sample_ratio():
+    from epscert.inverse.epsilon_at_delta import predicted_sides
+
+    mean, ucb, lcb = np.array([1e-3, 2e-6, 0.0]), np.array([2e-3, 3e-6, 1e-9]), np.array([5e-4, 1e-6, 0.0])
+    up, low = predicted_sides(mean, ucb, lcb, 4.0)
+    assert np.allclose(up, [1.5e-3, 2.5e-6, 5e-10], rtol=1e-12, atol=0.0)
+    assert np.allclose(low, [7.5e-4, 1.5e-6, 0.0], rtol=1e-12, atol=0.0)
+    assert np.array_equal(predicted_sides(mean, ucb, lcb, 1.0)[0], ucb)
+
+
+def test_law_samples_is_checked_and_keys_the_configuration():
+    import dataclasses
+
+    import epscert
+    from epscert.matrix.strategies import toeplitz_strategy
+    from epscert.results.rows import law_samples
+
+    config = epscert.Accountant(noise_multiplier=2.0, strategy=toeplitz_strategy([1.0, 0.5], 40), cycle_length=10,
+                                samples=2000).config
+    assert law_samples(config) == 2000 and law_samples(dataclasses.replace(config, law_samples=7)) == 7
+    assert dataclasses.replace(config, law_samples=7).config_id != config.config_id
+    assert dataclasses.replace(config, law_samples=None).config_id == config.config_id
+    with pytest.raises(ValueError, match="law_samples"):
+        dataclasses.replace(config, law_samples=0)
