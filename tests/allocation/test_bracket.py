@@ -186,7 +186,8 @@ def test_overlaps_pld_accounting_large(delta, sigma, steps, epochs):
     _against_pld_accounting(delta, sigma, steps, epochs)
 
 
-@pytest.mark.parametrize("sigma,steps,epochs", [(1.0, 100, 1), (2.0, 64, 2), (1.0, 300, 3)])
+@pytest.mark.parametrize("sigma,steps,epochs", [(1.0, 100, 1), (2.0, 64, 2),
+                                                pytest.param(1.0, 300, 3, marks=pytest.mark.slow)])
 def test_default_width_at_most_one_percent(sigma, steps, epochs):
     """The issue's target: upper/lower − 1 <= 1% wherever 1e-10 <= δ <= 1e-3 (default settings)."""
     b = AllocationBracket(sigma, steps, epochs)

@@ -82,7 +82,8 @@ def test_pairs_over_the_cap_and_of_tiny_mass_stay_on_the_safe_side():
         assert low * _on(lower, lambda v: max(1 - v * (1 + g_lo) / k, Fraction(0))) <= _exact(values, masses, add)
 
 
-CRASHED = [(0.3, 10, 64), pytest.param(0.3, 100, 100, marks=pytest.mark.slow), (0.5, 10, 1000)]
+CRASHED = [(0.3, 10, 64), pytest.param(0.3, 100, 100, marks=pytest.mark.slow),
+           pytest.param(0.5, 10, 1000, marks=pytest.mark.slow)]
 
 
 @pytest.mark.parametrize("sigma,steps,epochs", CRASHED)

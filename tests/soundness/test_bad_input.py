@@ -151,8 +151,9 @@ except MemoryError:
 """
 
 
-@pytest.mark.parametrize("steps,orders", [(10, "1,1000000000,1"), (10**10, "1,1000000000,1"),
-                                          (10**12, "1,100,1,100,1000000000000,1")])
+@pytest.mark.parametrize("steps,orders", [(10, "1,1000000000,1"),  # each a subprocess (2 s): two with the slow set
+                                          pytest.param(10**10, "1,1000000000,1", marks=pytest.mark.slow),
+                                          pytest.param(10**12, "1,100,1,100,1000000000000,1", marks=pytest.mark.slow)])
 def test_huge_orders_are_refused_without_expanding_them(steps, orders):
     """Orders are checked against T and against the per-sample memory limit before the ranks
     are materialised: a typo like stop=10**9 must be a ValueError, not minutes of work and an
