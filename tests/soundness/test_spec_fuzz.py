@@ -146,15 +146,18 @@ def outcome(configs, error):
 
 huge_ints = st.one_of(st.integers(2**31, SAFE_INT), st.integers(-SAFE_INT, -2**31))
 #: Text that survives a YAML round trip: YAML folds line breaks ('\x85' loads back as ' '), not a spec's fault.
-yaml_safe_text = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x85\u2028\u2029\r\n"),
-                         max_size=12)
+YAML_SAFE_CHARACTERS = st.characters(blacklist_categories=("Cs",), blacklist_characters="\x85\u2028\u2029\r\n")
+yaml_safe_text = st.text(YAML_SAFE_CHARACTERS, max_size=12)
 scalar_junk = st.one_of(
     yaml_safe_text, st.integers(-10**6, 0), huge_ints,
     st.floats(allow_nan=True, allow_infinity=True), st.sampled_from([math.nan, math.inf, -math.inf, -0.0, 1e-320]),
     st.booleans(), st.none(), st.sampled_from(["auto", "", "1,5,1", "nan", "1e400", "balls_and_bins", "urn"]),
 )
 nested_junk = st.recursive(scalar_junk, lambda inner: st.one_of(
-    st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=6), inner, max_size=3)), max_leaves=8)
+    # keys survive a YAML round trip as well (the slow set's 2000 mutated specs drew a key '\x85', which YAML read
+    # back as ' ': the two dumps were refused with messages that echoed different keys)
+    st.lists(inner, max_size=3), st.dictionaries(st.text(YAML_SAFE_CHARACTERS, max_size=6), inner, max_size=3)),
+    max_leaves=8)
 #: Values with the right type but out of range, per key.
 OUT_OF_RANGE = {
     "sampler": ["urn", "Poisson", "balls-and-bins", ""],
