@@ -41,7 +41,8 @@ lowers each LCB) and
 if ε* < ε̌ the smallest grid point ε_k > ε* has ε_k <= ε̌, so LCB(ε_k) >= λ(ε̌) > δ >= δ(ε_k): the
 LCB fails at the fixed point ε_k, probability <= β. Each side holds at β; both at once at 2β.
 The certifying grid then spans both crossings (:func:`two_sided_grid`: a second search pass on the
-search seed, at a quarter of the samples for large runs, narrows them first, so ``fine_points`` values give a fine resolution).
+search seed, at a quarter of the samples for large runs, narrows them first, so ``fine_points`` values give a fine
+resolution).
 
 Between grid points (:func:`refined_upper`): where the block-law bounds of a one-participation strategy apply, each
 holds for every ε at once (:func:`epscert.results.rows.matrix_law_upper`: their survival bounds hold jointly, the
@@ -234,21 +235,28 @@ def two_sided_grid(search: CertifyConfig, brackets: dict, direction: str, fine_p
         crossed = np.flatnonzero(ucb <= delta)
         upper = float(eps[crossed[0]]) if crossed.size else top
         near_upper = log_crossing(eps, ucb, delta, int(crossed[0])) if crossed.size else upper
-        above = np.flatnonzero((lcb > delta) & (eps < upper))
-        lower = float(eps[above[-1]]) if above.size else low
-        near_lower = log_crossing(eps, lcb, delta, int(above[-1]) + 1) if above.size else lower
-        grid.update(np.linspace(max(0.0, lower - step), upper + step, wide + 1).tolist())
+        lower, near_lower = lower_crossing(eps, lcb, delta, upper, low)
+        grid.update(np.linspace(max(0.0, (low if lower is None else lower) - step), upper + step, wide + 1).tolist())
         grid.update(np.linspace(max(0.0, min(near_lower, near_upper) - step / 4), near_upper + step / 4,
                                 fine_points - wide + 1).tolist())
-        if above.size:  # the lower side is read at grid points only: fine_points more within h/16 of l̂, from
+        if lower is not None:  # the lower side is read at grid points only: fine_points more within h/16 of l̂, from
             # the drawn LCB's own crossing where that is below (a mean drawn low, heavy tails: n = b = 2000, σ = 1.2,
             # δ = 1e-10 put l̂ at 0.98, the certifying pass's crossing near 0.87, the drawn one at the bracket's end)
-            drawn = np.flatnonzero((drawn_lcb > delta) & (eps < upper))
-            floor = log_crossing(eps, drawn_lcb, delta, int(drawn[-1]) + 1) if drawn.size else low
+            floor = lower_crossing(eps, drawn_lcb, delta, upper, low)[1]
             grid.update(np.linspace(max(0.0, min(floor, near_lower) - step / 16), near_lower + step / 16,
                                     fine_points + 1).tolist())
         grid.update(e for e in search.epsilons if low <= e <= top)  # coarse fallbacks if the crossings moved
     return sorted(grid)
+
+
+def lower_crossing(eps: np.ndarray, lcb: np.ndarray, delta: float, upper: float,
+                   low: float) -> tuple[float | None, float]:
+    """(l, l̂) of :func:`two_sided_grid` for one LCB curve: the last ε below ``upper`` with LCB > δ (None where there
+    is none) and the log-linear crossing after it (``low`` where there is none)."""
+    above = np.flatnonzero((lcb > delta) & (eps < upper))
+    if not above.size:
+        return None, low
+    return float(eps[above[-1]]), log_crossing(eps, lcb, delta, int(above[-1]) + 1)
 
 
 def predicted_sides(mean: np.ndarray, ucb: np.ndarray, lcb: np.ndarray,

@@ -356,17 +356,15 @@ def bomb_spec(key: str, template: str, levels: int, width: int) -> str:
 # ---- the fuzz tests -----------------------------------------------------------------------------
 
 
-@settings(max_examples=150, **FUZZ)
-@given(spec=valid_specs())
-def test_valid_specs_expand_to_their_product(workdir, spec):
-    check_valid_spec(workdir, spec)
-
-
-@pytest.mark.slow
-@settings(max_examples=1000, **FUZZ)
-@given(spec=valid_specs())
-def test_valid_specs_expand_to_their_product_more_examples(workdir, spec):
-    check_valid_spec(workdir, spec)
+def fuzz_twins(specs, check, examples: int, slow_examples: int):
+    """A fuzz test of ``check`` over ``specs`` at ``examples`` and its twin at ``slow_examples`` with the slow set."""
+    def make(count: int):
+        @settings(max_examples=count, **FUZZ)
+        @given(spec=specs)
+        def test(workdir, spec):
+            check(workdir, spec)
+        return test
+    return make(examples), pytest.mark.slow(make(slow_examples))
 
 
 def check_valid_spec(workdir, spec) -> None:
@@ -407,24 +405,17 @@ def check_valid_spec(workdir, spec) -> None:
         assert all(c.dataset_size in (None, spec.get("dataset_size")) for c in configs)
 
 
-@settings(max_examples=250, **FUZZ)
-@given(spec=mutated_specs())
-def test_mutated_specs_parse_or_are_refused(workdir, spec):
-    check_mutated_spec(workdir, spec)
-
-
-@pytest.mark.slow
-@settings(max_examples=2000, **FUZZ)
-@given(spec=mutated_specs())
-def test_mutated_specs_parse_or_are_refused_more_examples(workdir, spec):
-    check_mutated_spec(workdir, spec)
-
-
 def check_mutated_spec(workdir, spec) -> None:
     yaml_result = load_file(workdir, dump(spec, "yaml"), ".yaml")
     json_result = load_file(workdir, dump(spec, "json"), ".json")
     assert outcome(*yaml_result) == outcome(*json_result), spec
     event("parsed" if yaml_result[1] is None else "refused")
+
+
+test_valid_specs_expand_to_their_product, test_valid_specs_expand_to_their_product_more_examples = fuzz_twins(
+    valid_specs(), check_valid_spec, 150, 1000)
+test_mutated_specs_parse_or_are_refused, test_mutated_specs_parse_or_are_refused_more_examples = fuzz_twins(
+    mutated_specs(), check_mutated_spec, 250, 2000)
 
 
 @settings(max_examples=200, **FUZZ)
