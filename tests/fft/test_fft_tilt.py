@@ -77,3 +77,28 @@ def test_tilt_helpers():
     v, e = tilt.log_mgf(g, np.array([0.5, 2.0]))
     mu = 0.5
     assert np.all(v + e >= np.array([0.5, 2.0]) * (np.array([0.5, 2.0]) + 1.0) * mu - 1e-12)
+
+
+def test_far_suffix_sums_agree_with_term_by_term_logsumexp():
+    """Far above the bulk (the suffix sums scaled to the bottom underflow) each read takes suffix sums scaled to an
+    anchor: the log of Σ_{ℓ > ε} f_ε(ℓ) e^{-λℓ} v is a term-by-term logsumexp's over the window, to a few ulps."""
+    from scipy import special
+
+    factors = placed_factors(Schedule.of([(Gaussian(1.0), 100)]), Grid(400.0, 2**16), REMOVE, Rounding.UP)
+    mgf = tilt.Mgf(factors)
+    comp = tilt.compose(factors, tilt.lam_grid(mgf.saddle(300.0)), 0.0, mgf)
+    ell = comp.losses
+    j_far = int(np.flatnonzero(comp._sums(True)[0] <= 1e-250)[0])  # where the far reads begin
+    assert j_far < ell.size - 5000 and comp._sums(False)[0][j_far] <= 1e-250
+    for upper in (True, False):
+        vals = comp._sums(upper)[2]
+        for j in (j_far - 3000, j_far, j_far + 1, j_far + 2500, ell.size - 3):
+            eps = float(ell[j - 1]) + 0.3 * comp.delta  # the sum runs over ℓ_m, m >= j
+            f = -np.expm1(eps - ell[j:])
+            with np.errstate(divide="ignore"):
+                direct = float(special.logsumexp(np.log(vals[j:]) - comp.lam * ell[j:], b=f))
+            assert comp._log_sum(eps, upper)[0] == pytest.approx(direct, rel=1e-13)
+    # 100 Gaussians of σ = 1 are one of σ = 0.1, δ(300) about 1e-138; the factors are rounded up (a dominating pair,
+    # whose own δ the composition brackets), so the exact value is below the upper read, and the read is close
+    exact = mp_gaussian_delta(0.1, 300.0)
+    assert int(np.searchsorted(ell, 300.0)) > j_far and exact <= mpmath.mpf(comp.upper(300.0)) <= 1.02 * exact
