@@ -41,8 +41,9 @@ lowers each LCB) and
 if ε* < ε̌ the smallest grid point ε_k > ε* has ε_k <= ε̌, so LCB(ε_k) >= λ(ε̌) > δ >= δ(ε_k): the
 LCB fails at the fixed point ε_k, probability <= β. Each side holds at β; both at once at 2β.
 The certifying grid then spans both crossings (:func:`two_sided_grid`: a second search pass on the
-search seed, at a quarter of the samples for large runs, narrows them first, so ``fine_points`` values give a fine
-resolution).
+search seed narrows them first, so ``fine_points`` values give a fine resolution). Both search passes draw a quarter
+of a large run's samples (:func:`search_samples`; the coarse one again at the run's own count for a δ whose UCB
+crossing a quarter did not find, so no δ goes without a bracket that the full count would give it).
 
 Between grid points (:func:`refined_upper`): where the block-law bounds of a one-participation strategy apply, each
 holds for every ε at once (:func:`epscert.results.rows.matrix_law_upper`: their survival bounds hold jointly, the
@@ -281,6 +282,12 @@ def log_crossing(eps: np.ndarray, curve: np.ndarray, delta: float, index: int) -
     return float(eps[index - 1] + t * (eps[index] - eps[index - 1]))
 
 
+def search_samples(config: CertifyConfig) -> int:
+    """Samples of a fixed-grid inversion's search passes (placement only): the run's divided by
+    :data:`SECOND_SEARCH_SHARE`, at least :data:`SECOND_SEARCH_MIN` and the shard count, at most the run's."""
+    return max(min(config.samples, SECOND_SEARCH_MIN), config.shards, config.samples // SECOND_SEARCH_SHARE)
+
+
 def mc_epsilon_floor(config: CertifyConfig, method: Method, coarse: Sequence[float] = DEFAULT_COARSE_GRID) -> float:
     """The smallest δ whose ε :func:`mc_epsilon_rows` can certify with ``config.samples``; below it, inf.
 
@@ -336,12 +343,17 @@ def mc_epsilon_rows(config: CertifyConfig, method: Method, deltas: Sequence[floa
     law = law_seed(config) if config.strategy is not None else None
     search = dataclasses.replace(plain, epsilons=tuple(coarse), seed=search_seed, law_seed=law,
                                  law_samples=config.samples if law is not None else None)
-    c_eps, c_mean, c_ucb, c_lcb = _curve(sampled(
-        search, ProgressMeter(progress, per_pass, "sampling (coarse ε grid)").add, passes), direction)
+    quarter = search_samples(config) if two_sided else config.samples
+    c_eps, c_mean, c_ucb, c_lcb = _curve(sampled(dataclasses.replace(search, samples=quarter), ProgressMeter(
+        progress, per_pass * quarter // config.samples, "sampling (coarse ε grid)").add, passes), direction)
     brackets = _brackets(c_eps, c_ucb, deltas, c_lcb if two_sided else None)
+    missing = [d for d in deltas if not math.isfinite(_first_below(c_eps, c_ucb, d))]
+    if quarter < config.samples and missing:  # placement only: the run's own count where a quarter found no crossing
+        c_eps, c_mean, c_ucb, c_lcb = _curve(sampled(search, ProgressMeter(
+            progress, per_pass, "sampling (coarse ε grid, all samples)").add, passes), direction)
+        brackets.update(_brackets(c_eps, c_ucb, missing, c_lcb))
     if two_sided and brackets:
-        second = dataclasses.replace(search, samples=max(min(config.samples, SECOND_SEARCH_MIN), config.shards,
-                                                         config.samples // SECOND_SEARCH_SHARE))
+        second = dataclasses.replace(search, samples=quarter)
         meter = ProgressMeter(progress, len(config.direction.parts()) * second.samples, "sampling (second search)")
         grid = two_sided_grid(second, brackets, direction, fine_points, meter.add, passes, config.samples)
     else:

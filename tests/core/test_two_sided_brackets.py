@@ -83,8 +83,8 @@ def test_the_certifying_grid_is_fine_around_the_interpolated_crossings(monkeypat
 def test_only_the_certifying_pass_draws_on_the_user_seed(monkeypatch):
     """The coarse pass and the second search (which place the certifying grid) run on seed + 1; the certifying pass,
     whose rows give both sides, on the user's seed, with the grid the searches fixed. The searches' block-law and
-    decoupled bounds take the user's seed and sample count (law_seed, law_samples), so those are drawn once; the
-    second search draws a quarter of the samples."""
+    decoupled bounds take the user's seed and sample count (law_seed, law_samples), so those are drawn once; a large
+    run's two searches draw a quarter of its samples."""
     import dataclasses
 
     import epscert
@@ -115,7 +115,8 @@ def test_only_the_certifying_pass_draws_on_the_user_seed(monkeypatch):
     calls.clear(), sizes.clear()
     monkeypatch.setattr(ead, "SECOND_SEARCH_MIN", 100)
     ead.mc_epsilon_rows(config, Method.TILTED, [1e-3])
-    assert sizes == [(2000, 2000), (2000 // ead.SECOND_SEARCH_SHARE, 2000), (2000, 2000)]
+    quarter = (2000 // ead.SECOND_SEARCH_SHARE, 2000)
+    assert sizes == [quarter, quarter, (2000, 2000)]  # both searches at a quarter, the certifying pass at all
     assert calls[1][1] != calls[0][1] and calls[2][1] not in (calls[0][1], calls[1][1])
     assert math.isfinite(rows[0]["epsilon_upper"]) and rows[0]["epsilon_lower"] is not None
 
@@ -167,3 +168,43 @@ def test_law_samples_is_checked_and_keys_the_configuration():
     assert dataclasses.replace(config, law_samples=None).config_id == config.config_id
     with pytest.raises(ValueError, match="law_samples"):
         dataclasses.replace(config, law_samples=0)
+
+
+def test_the_coarse_search_falls_back_to_all_samples_where_a_quarter_finds_no_crossing(monkeypatch):
+    """A δ whose UCB crossing the quarter-size coarse pass does not find (its UCB floor is above δ) is bracketed by a
+    coarse pass at the run's own count, and only that δ: another δ keeps the quarter pass's bracket (here its answer
+    is the one a call for it alone gives). Curves stand in for the passes (placement only is under test)."""
+    import dataclasses
+
+    import epscert
+    from epscert.config import Method
+    from epscert.inverse import epsilon_at_delta as ead
+    from epscert.matrix.strategies import toeplitz_strategy
+
+    acc = epscert.Accountant(noise_multiplier=2.0, strategy=toeplitz_strategy([1.0, 0.5], 40), cycle_length=10,
+                             samples=2000, seed=5)
+    config = dataclasses.replace(acc.config, methods=(Method.TILTED,))
+    monkeypatch.setattr(ead, "SECOND_SEARCH_MIN", 100)
+    passes = []
+
+    def curve(cfg, direction):
+        eps = np.asarray(cfg.epsilons)
+        floor = 1e-3 if cfg.samples < 2000 and cfg.seed != 5 else 1e-9  # a quarter-size search cannot see 1e-4
+        ucb = np.maximum(np.exp(-4.0 * eps), floor)
+        return eps, ucb / 2, ucb, ucb / 4
+
+    def recording(cfg, progress, passes_=None):
+        passes.append((cfg.samples, cfg.seed, len(cfg.epsilons)))
+        return cfg
+
+    monkeypatch.setattr(ead, "sampled", recording)
+    monkeypatch.setattr(ead, "_curve", curve)
+    rows = ead.mc_epsilon_rows(config, Method.TILTED, [1e-2])
+    assert [p[:2] for p in passes] == [(500, 6), (500, 6), (2000, 5)]  # found at a quarter: no fallback
+    alone = (rows[0]["epsilon_lower"], rows[0]["epsilon_upper"])
+    passes.clear()
+    rows = ead.mc_epsilon_rows(config, Method.TILTED, [1e-2, 1e-4])
+    assert [p[:2] for p in passes] == [(500, 6), (2000, 6), (500, 6), (2000, 5)]
+    assert (rows[0]["epsilon_lower"], rows[0]["epsilon_upper"]) == alone
+    # the fallback's bracket holds the crossing of e^{-4ε} = 1e-4 (ε = 2.30) that the certifying pass sees
+    assert rows[1]["epsilon_lower"] <= np.log(1e4) / 4 <= rows[1]["epsilon_upper"] < np.inf
