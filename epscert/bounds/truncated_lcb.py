@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from epscert.bounds.kl import kl_lcb
+from epscert.bounds.kl import kl_lcbs
 
 #: Number of truncation levels τ_k = B·4^{-k} (down to B·2^{-94} ≈ 5e-29 B).
 LEVELS = 48
@@ -40,11 +40,22 @@ def truncated_lcb(truncated_means: np.ndarray, value_range: float, count: int, e
     means = np.asarray(truncated_means, dtype=np.float64)
     if means.shape != (LEVELS,):
         raise ValueError(f"truncated_means must have {LEVELS} entries, got shape={means.shape}")
+    return float(truncated_lcbs(means[None, :], [value_range], count, error_prob, rel_error)[0])
+
+
+def truncated_lcbs(truncated_means: np.ndarray, value_ranges, count: int, error_prob: float,
+                   rel_error: float = 0.0) -> np.ndarray:
+    """:func:`truncated_lcb` of each row of ``truncated_means`` (K, LEVELS) with its own range, each at
+    ``error_prob``: the same bounds, from one vectorized KL bisection (:func:`epscert.bounds.kl.kl_lcbs`)."""
+    means = np.asarray(truncated_means, dtype=np.float64)
+    ranges = np.asarray(value_ranges, dtype=np.float64)
+    if means.ndim != 2 or means.shape[1] != LEVELS or ranges.shape != (means.shape[0],):
+        raise ValueError(f"truncated_means must be (K, {LEVELS}) with K value_ranges, got shape={means.shape} "
+                         f"and {ranges.size} value_ranges")
     if not 0.0 < error_prob < 1.0:
         raise ValueError(f"error_prob must be in (0, 1), got error_prob={error_prob}")
-    taus = truncation_levels(value_range)
-    beta = error_prob / LEVELS
-    best = 0.0
-    for tau, mean in zip(taus.tolist(), means.tolist()):
-        best = max(best, kl_lcb(mean * (1.0 - rel_error), count, beta, scale=tau))
-    return best
+    if ranges.size and not np.all(ranges > 0.0):
+        raise ValueError(f"value_range must be > 0, got value_range={float(ranges[~(ranges > 0.0)][0])!r}")
+    taus = ranges[:, None] * np.exp2(-2.0 * np.arange(LEVELS))  # truncation_levels of each range
+    lcbs = kl_lcbs(means * (1.0 - rel_error), count, error_prob / LEVELS, scale=taus)
+    return np.maximum(lcbs.max(axis=1, initial=0.0), 0.0)

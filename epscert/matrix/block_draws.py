@@ -11,7 +11,7 @@ import math
 import numpy as np
 
 from epscert.allocation.cells import rel_product
-from epscert.bounds.kl import kl_ucb
+from epscert.bounds.kl import kl_ucbs
 from epscert.matrix.add_decoupled import UNIT_ROUNDOFF, gamma_n
 from epscert.rng import stream_generator
 
@@ -223,9 +223,8 @@ def tilted_survival_ucbs(means: np.ndarray, powers: np.ndarray, rel: float, rel_
     suffix = np.concatenate([np.cumsum(fourth[::-1])[::-1], [0.0]])
     start = np.searchsorted(means, grid / (1.0 + rel) * (1.0 - 4.0 * UNIT_ROUNDOFF), side="right")
     raise_sum = (1.0 + rel_power) ** 4 * (1.0 + 16.0 * UNIT_ROUNDOFF) * weight * (1.0 + 2.0 * gamma_n(count + 8))
-    out = np.empty(grid.size)
+    scales, means_j = np.empty(grid.size), np.empty(grid.size)
     for j, s in enumerate(grid):
-        scale = weight / float(s) ** (TILT_ORDER * power) * (1.0 + 8.0 * UNIT_ROUNDOFF)
-        mean = min((float(suffix[start[j]]) + count * 2.0**-1074) * raise_sum / count, scale)
-        out[j] = kl_ucb(mean, count, share, scale=scale)
-    return out
+        scales[j] = weight / float(s) ** (TILT_ORDER * power) * (1.0 + 8.0 * UNIT_ROUNDOFF)
+        means_j[j] = min((float(suffix[start[j]]) + count * 2.0**-1074) * raise_sum / count, scales[j])
+    return kl_ucbs(means_j, count, share, scale=scales)

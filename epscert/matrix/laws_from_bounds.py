@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from epscert.bounds.kl import kl_lcb, kl_ucb
+from epscert.bounds.kl import kl_lcbs, kl_ucbs
 from epscert.matrix.add_decoupled import UNIT_ROUNDOFF, gamma_n
 
 #: Relative raise of the hull's points in steps 5* and 5'* (:func:`mean_one_remove_law`, :func:`mean_one_add_law`):
@@ -31,7 +31,7 @@ def plain_upper(means: np.ndarray, rel: float, grid: np.ndarray, share: float) -
     count = means.size
     above = count - np.searchsorted(means, grid / (1.0 + rel) * (1.0 - 4.0 * UNIT_ROUNDOFF), side="right")
     # the computed fraction raised past its rounding (the KL UCB increases in it)
-    return np.array([kl_ucb(min(1.0, int(c) / count * (1.0 + 2.0 * UNIT_ROUNDOFF)), count, share) for c in above])
+    return kl_ucbs(np.minimum(1.0, above / count * (1.0 + 2.0 * UNIT_ROUNDOFF)), count, share)
 
 
 def plain_lower(means: np.ndarray, rel: float, grid: np.ndarray, share: float) -> np.ndarray:
@@ -41,7 +41,7 @@ def plain_lower(means: np.ndarray, rel: float, grid: np.ndarray, share: float) -
     survival function is non-increasing, so each still lies below P(S_F > s_j)), at most 1."""
     count = means.size
     above = count - np.searchsorted(means, grid * (1.0 + rel) * (1.0 + 8.0 * UNIT_ROUNDOFF), side="right")
-    lcb = np.array([kl_lcb(int(c) / count * (1.0 - 2.0 * UNIT_ROUNDOFF), count, share) for c in above])
+    lcb = kl_lcbs(above / count * (1.0 - 2.0 * UNIT_ROUNDOFF), count, share)
     return np.minimum(np.maximum.accumulate(lcb[::-1])[::-1], 1.0)
 
 

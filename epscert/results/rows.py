@@ -26,7 +26,7 @@ from epscert.analytic.resolution import UNDERFLOW_FLOOR
 from epscert.bounds.empirical_bernstein import eb_ucb
 from epscert.bounds.kl import kl_lcb, kl_ucb, standard_error
 from epscert.bounds.monotone import monotone_lower, monotone_upper
-from epscert.bounds.truncated_lcb import LEVELS, truncated_lcb
+from epscert.bounds.truncated_lcb import LEVELS, truncated_lcbs
 from epscert.dpsgd.conditional import FLOAT_REL, conditional_sampler
 from epscert.matrix.values import FLOAT_REL as MATRIX_FLOAT_REL
 from epscert.matrix.add_decoupled import FALLBACK_FLOPS, MAX_FLOPS, add_bound, pair_edges
@@ -196,10 +196,10 @@ def conditional_rows(config: CertifyConfig, method: Method, acc: acc_mod.Accumul
         ucbs = raised_from_the_right(conditional_ucbs(config, sampler, direction, sums, truncated, ranges, beta)
                                      if sums.count else [1.0] * n_eps)
         per_dir[direction] = []
+        lowers = (truncated_lcbs(truncated, ranges, sums.count, beta, FLOAT_REL)
+                  if not method.uses_order_stats and sums.count else None)
         for i, eps in enumerate(config.epsilons):
-            lower = None
-            if not method.uses_order_stats and sums.count:
-                lower = scale * truncated_lcb(truncated[i], ranges[i], sums.count, beta, FLOAT_REL)
+            lower = None if lowers is None else scale * float(lowers[i])
             row = base_row(config, method, direction, eps, wall_seconds)
             row.update(sampled_fields(config, method, sums, i, scale, beta, acc.tags),
                        delta_upper=min(1.0, ucbs[i]), delta_lower=lower,
@@ -280,8 +280,9 @@ def matrix_value_rows(config: CertifyConfig, method: Method, acc: acc_mod.Accumu
                 ucbs = raised_from_the_right(np.minimum(ucbs, decoupled.upper(config.epsilons)).tolist())
                 formed = True
         per_dir[direction] = []
+        lowers = truncated_lcbs(truncated, ranges, sums.count, beta, MATRIX_FLOAT_REL) if sums.count else None
         for i, eps in enumerate(config.epsilons):
-            lower = truncated_lcb(truncated[i], ranges[i], sums.count, beta, MATRIX_FLOAT_REL) if sums.count else None
+            lower = None if lowers is None else float(lowers[i])
             if lower is not None and slack[i]:
                 lower = max(0.0, lower - slack[i])
             row = base_row(config, method, direction, eps, wall_seconds)
