@@ -65,10 +65,15 @@ def test_calibrate_beam_job_equals_the_in_process_search(capsys):
     assert summary["poisson_sigma"] == pytest.approx(local.poisson_sigma)  # the API's name (was poisson_sigma_pld)
 
 
-def test_calibrate_summary_prints_its_bounds_outward(capsys):
+def test_calibrate_summary_prints_its_bounds_outward(capsys, monkeypatch):
     """The table form's UCB is rounded up and the failing σ down (on the exact binary values): the summary never shows
     a δ below the certified one or a failing σ above the proven one. (The comparison σ's are already rounded up to 5
-    digits by the search, so their cells cannot differ from them.)"""
+    digits by the search, so their cells cannot differ from them.) The evaluations run in process here: that a Beam
+    job gives the same tables is the test above's."""
+    from epscert.results.tables import certify_config
+    from pipelines import calibrate as calibrate_command
+
+    monkeypatch.setattr(calibrate_command, "beam_runner", lambda choice: certify_config)
     argv = ["calibrate", "--target-epsilon", "1.5", "--delta", "1e-2", "--steps", "1", "--samples", "20000",
             "--method", "importance", "--shards", "2"]
     assert cli.main(argv) == 0
