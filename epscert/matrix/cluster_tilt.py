@@ -213,8 +213,9 @@ def cluster_gas(w: int, profile: tuple[float, ...], theta_max: int) -> ClusterGa
     return ClusterGas(w, np.array(profile), theta_max)
 
 
-def compositions(theta: int) -> list[tuple[int, ...]]:
-    """The 2^{θ-1} ordered compositions of θ."""
+@functools.lru_cache(maxsize=MAX_CLUSTER_ORDER + 1)
+def compositions(theta: int) -> tuple[tuple[int, ...], ...]:
+    """The 2^{θ-1} ordered compositions of θ (cached: at most 2^12 of them)."""
     out = []
     for cuts in itertools.product((0, 1), repeat=theta - 1):
         parts, size = [], 1
@@ -225,7 +226,7 @@ def compositions(theta: int) -> list[tuple[int, ...]]:
             else:
                 size += 1
         out.append(tuple(parts + [size]))
-    return out
+    return tuple(out)
 
 
 def log_comb(n, k):
@@ -246,16 +247,20 @@ class ClusterTilt:
         self.pair, self.theta, self.gas = pair, int(theta), gas
         b, w, theta = pair.bins, gas.w, self.theta
         self.comps = compositions(theta)
-        r = np.array([len(c) for c in self.comps])
-        self.log_cmax = log_comb(b - 1 - w * (r - 1) + r, r)
-        log_a = np.log(np.maximum(gas.a, np.finfo(np.float64).tiny))  # a_0 = 0 is never read
-        log_weights = self.log_cmax + np.array([sum(log_a[m] for m in c) for c in self.comps])
-        top = logsumexp(log_weights)
-        self.comp_cum = np.cumsum(np.exp(log_weights - top))
-        self.log_z = float(math.lgamma(theta + 1) + top - theta * math.log(b))
         self.sizes = np.zeros((len(self.comps), theta), dtype=np.int64)
         for i, c in enumerate(self.comps):
             self.sizes[i, : len(c)] = c
+        r = np.count_nonzero(self.sizes, axis=1)
+        self.log_cmax = log_comb(b - 1 - w * (r - 1) + r, r)
+        log_a = np.log(np.maximum(gas.a, np.finfo(np.float64).tiny))
+        log_a[0] = 0.0  # a_0 = 0 is never a cluster's: the padding of ``sizes`` adds 0
+        total = np.zeros(len(self.comps))
+        for j in range(theta):  # Σ_{m in c} log a_m, summed in the composition's order
+            total = total + log_a[self.sizes[:, j]]
+        log_weights = self.log_cmax + total
+        top = logsumexp(log_weights)
+        self.comp_cum = np.cumsum(np.exp(log_weights - top))
+        self.log_z = float(math.lgamma(theta + 1) + top - theta * math.log(b))
 
     def value_range(self, epsilons) -> np.ndarray:
         """B̄_θ(ε) >= every value (module docstring): loss_tilt's range with Z̄ for Z_θ."""
@@ -357,13 +362,21 @@ def cluster_order_range(pair) -> tuple[int, ClusterGas | None]:
     return top, cluster_gas(w, tuple(float(x) for x in profile), top)
 
 
-@functools.lru_cache(maxsize=6)
+@functools.lru_cache(maxsize=4)
+def _cluster_tilts(pair) -> dict[int, ClusterTilt]:
+    return {}
+
+
 def cluster_tilt(pair, theta: int) -> ClusterTilt:
-    """The (cached) cluster proposal of one pair and order."""
+    """The (cached) cluster proposal of one pair and order: every order of a pair is kept with it (choose_order reads
+    them all, up to 13: a cache of 6 (pair, θ) entries rebuilt each of them on every certificate)."""
     top, gas = cluster_order_range(pair)
     if not 2 <= theta <= top:
         raise ValueError(f"the cluster tilt order must be in [2, {top}] for this pair, got theta={theta}")
-    return ClusterTilt(pair, theta, gas)
+    tilts = _cluster_tilts(pair)
+    if theta not in tilts:
+        tilts[theta] = ClusterTilt(pair, theta, gas)
+    return tilts[theta]
 
 
 def tilt_for(pair, theta: int):
