@@ -158,7 +158,8 @@ def kl_ucbs(means, count: int, error_prob: float, scale=1.0) -> np.ndarray:
     """:func:`kl_ucb` of each mean (and scale), all from one vectorized bisection: the same branches and the same
     steps, numpy's logarithms in place of the math module's (within an ulp or two: inside ``UCB_SAFETY``)."""
     p_hat, s, target = _kl_arrays(means, count, error_prob, scale)
-    out = np.where(p_hat >= 1.0, s, s * np.minimum(1.0, -np.expm1(-target) * (1.0 + UCB_SAFETY)))
+    # p̂ >= 1, or not a number (the scalar bisection then keeps its far end, 1): the whole range
+    out = np.where((p_hat >= 1.0) | np.isnan(p_hat), s, s * np.minimum(1.0, -np.expm1(-target) * (1.0 + UCB_SAFETY)))
     solve = np.flatnonzero((p_hat > 0.0) & (p_hat < 1.0))
     out[solve] = s[solve] * np.minimum(1.0, _kl_crossings(p_hat[solve], target[solve], 1.0) * (1.0 + UCB_SAFETY))
     out[~(s > 0.0)] = 0.0

@@ -112,6 +112,9 @@ def test_vectorized_kl_bounds_are_the_scalar_ones_and_on_the_safe_side_of_the_ro
                     assert low * s * (1 - 3e-9) <= lcb[k] or (low < p_hat * 2.0**-190 and lcb[k] == 0.0)
                 checked += 1
     assert checked >= 40  # most of the 50 picks have p̂ in (1e-6, 1)
+    # a mean that is not a number: the scalar bounds give the whole range and 0, and so do these
+    assert kl_ucbs([math.nan], 10, 0.1, 2.0)[0] == kl_ucb(math.nan, 10, 0.1, 2.0) == 2.0
+    assert kl_lcbs([math.nan], 10, 0.1, 2.0)[0] == kl_lcb(math.nan, 10, 0.1, 2.0) == 0.0
     with pytest.raises(ValueError, match="count"):
         kl_ucbs(means, 0, 0.1)
     with pytest.raises(ValueError, match="error_prob"):
