@@ -145,32 +145,32 @@ def _kl_crossings(p_hat: np.ndarray, target: np.ndarray, far: float) -> np.ndarr
     return ends
 
 
-def _kl_arrays(means, count: int, error_prob: float, scale) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(p̂, s, log(1/β)/m) arrays of :func:`kl_ucbs` and :func:`kl_lcbs` (the checks of :func:`_kl_setup`)."""
+def _kl_arrays(means, count: int, error_prob: float, scale) -> tuple[np.ndarray, np.ndarray, np.ndarray, tuple]:
+    """(p̂, s, log(1/β)/m, shape) of :func:`kl_ucbs` and :func:`kl_lcbs`, flat (the checks of :func:`_kl_setup`)."""
+    _, target = _kl_setup(0.0, count, error_prob, 1.0)
     means, scale = np.broadcast_arrays(np.asarray(means, dtype=np.float64), np.asarray(scale, dtype=np.float64))
-    _kl_setup(0.0, count, error_prob, 1.0)
     with np.errstate(divide="ignore", invalid="ignore"):
         p_hat = np.where(scale > 0.0, np.clip(means / np.where(scale > 0.0, scale, 1.0), 0.0, 1.0), 0.0)
-    return p_hat.ravel(), scale.ravel(), np.full(p_hat.size, math.log(1.0 / error_prob) / count)
+    return p_hat.ravel(), scale.ravel(), np.full(p_hat.size, target), means.shape
 
 
 def kl_ucbs(means, count: int, error_prob: float, scale=1.0) -> np.ndarray:
     """:func:`kl_ucb` of each mean (and scale), all from one vectorized bisection: the same branches and the same
     steps, numpy's logarithms in place of the math module's (within an ulp or two: inside ``UCB_SAFETY``)."""
-    p_hat, s, target = _kl_arrays(means, count, error_prob, scale)
+    p_hat, s, target, shape = _kl_arrays(means, count, error_prob, scale)
     # p̂ >= 1, or not a number (the scalar bisection then keeps its far end, 1): the whole range
     out = np.where((p_hat >= 1.0) | np.isnan(p_hat), s, s * np.minimum(1.0, -np.expm1(-target) * (1.0 + UCB_SAFETY)))
     solve = np.flatnonzero((p_hat > 0.0) & (p_hat < 1.0))
     out[solve] = s[solve] * np.minimum(1.0, _kl_crossings(p_hat[solve], target[solve], 1.0) * (1.0 + UCB_SAFETY))
     out[~(s > 0.0)] = 0.0
-    return out.reshape(np.shape(np.broadcast_arrays(means, scale)[0]))
+    return out.reshape(shape)
 
 
 def kl_lcbs(means, count: int, error_prob: float, scale=1.0) -> np.ndarray:
     """:func:`kl_lcb` of each mean (and scale), vectorized as :func:`kl_ucbs`."""
-    p_hat, s, target = _kl_arrays(means, count, error_prob, scale)
+    p_hat, s, target, shape = _kl_arrays(means, count, error_prob, scale)
     out = np.where(p_hat >= 1.0, s * np.exp(-target) * (1.0 - UCB_SAFETY), 0.0)
     solve = np.flatnonzero((p_hat > 0.0) & (p_hat < 1.0))
     out[solve] = s[solve] * _kl_crossings(p_hat[solve], target[solve], 0.0) * (1.0 - UCB_SAFETY)
     out[~(s > 0.0)] = 0.0
-    return out.reshape(np.shape(np.broadcast_arrays(means, scale)[0]))
+    return out.reshape(shape)

@@ -79,11 +79,12 @@ DEFAULT_COARSE_GRID = (0.0, 0.125, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 4.0, 5.0
 FINE_POINTS = 32
 #: Steps of the second search pass of a two-sided inversion across each coarse bracket (two_sided_grid).
 SEARCH_POINTS = 8
-#: That pass draws the run's samples divided by this, but not fewer than SECOND_SEARCH_MIN (nor more than the run's):
-#: it only places the certifying grid (two_sided_grid), and a small run's placement from a quarter of its samples was
-#: measured coarser (n = b = 128, 2000 samples: the upper side's grid step 3.5% where it was under 2%)
-SECOND_SEARCH_SHARE = 4
-SECOND_SEARCH_MIN = 10_000
+#: Both search passes of a fixed-grid inversion (the coarse one and two_sided_grid's) draw the run's samples divided by
+#: this, but not fewer than SEARCH_MIN (nor more than the run's): they only place the certifying grid, and a small run's
+#: placement from a quarter of its samples was measured coarser (n = b = 128, 2000 samples: the upper side's grid step
+#: 3.5% where it was under 2%)
+SEARCH_SHARE = 4
+SEARCH_MIN = 10_000
 #: ``bound`` of a matrix mechanism's ε(δ) rows: its rows' UCB and LCB, inverted on a fixed grid.
 MATRIX_GRID_BOUND = "mc_ucb_lcb_fixed_grid"
 #: The same, its upper side refined between two grid points by the block-law bounds alone (:func:`refined_upper`)
@@ -216,7 +217,7 @@ def two_sided_grid(search: CertifyConfig, brackets: dict, direction: str, fine_p
     A second search pass (``search``'s seed and sample count, :data:`SEARCH_POINTS` steps of h across each coarse
     bracket [low, top]) finds the first ε with UCB <= δ (u) and the last below it with LCB > δ (l), and
     where it can, the crossings between them and their neighbours by log-linear interpolation of the two
-    curves (û, l̂). It may draw fewer than the certifying pass's ``samples`` (:data:`SECOND_SEARCH_SHARE`); it then
+    curves (û, l̂). It may draw fewer than the certifying pass's ``samples`` (:data:`SEARCH_SHARE`); it then
     reads the curves predicted for that pass (:func:`predicted_sides`). The certifying pass gets ``fine_points`` -
     ``fine_points`` // 4 steps across [l̂ - h/4, û + h/4] and ``fine_points`` // 4 across [l - h, u + h] (the span
     the crossings lie in whatever the interpolation says), plus the coarse points of [low, top] (a coarse answer if
@@ -284,8 +285,8 @@ def log_crossing(eps: np.ndarray, curve: np.ndarray, delta: float, index: int) -
 
 def search_samples(config: CertifyConfig) -> int:
     """Samples of a fixed-grid inversion's search passes (placement only): the run's divided by
-    :data:`SECOND_SEARCH_SHARE`, at least :data:`SECOND_SEARCH_MIN` and the shard count, at most the run's."""
-    return max(min(config.samples, SECOND_SEARCH_MIN), config.shards, config.samples // SECOND_SEARCH_SHARE)
+    :data:`SEARCH_SHARE`, at least :data:`SEARCH_MIN` and the shard count, at most the run's."""
+    return max(min(config.samples, SEARCH_MIN), config.shards, config.samples // SEARCH_SHARE)
 
 
 def mc_epsilon_floor(config: CertifyConfig, method: Method, coarse: Sequence[float] = DEFAULT_COARSE_GRID) -> float:
@@ -343,19 +344,20 @@ def mc_epsilon_rows(config: CertifyConfig, method: Method, deltas: Sequence[floa
     law = law_seed(config) if config.strategy is not None else None
     search = dataclasses.replace(plain, epsilons=tuple(coarse), seed=search_seed, law_seed=law,
                                  law_samples=config.samples if law is not None else None)
-    quarter = search_samples(config) if two_sided else config.samples
-    c_eps, c_mean, c_ucb, c_lcb = _curve(sampled(dataclasses.replace(search, samples=quarter), ProgressMeter(
-        progress, per_pass * quarter // config.samples, "sampling (coarse ε grid)").add, passes), direction)
+    quarter = dataclasses.replace(search, samples=search_samples(config) if two_sided else config.samples)
+    per_quarter = len(config.direction.parts()) * quarter.samples
+    c_eps, c_mean, c_ucb, c_lcb = _curve(sampled(
+        quarter, ProgressMeter(progress, per_quarter, "sampling (coarse ε grid)").add, passes), direction)
     brackets = _brackets(c_eps, c_ucb, deltas, c_lcb if two_sided else None)
     missing = [d for d in deltas if not math.isfinite(_first_below(c_eps, c_ucb, d))]
-    if quarter < config.samples and missing:  # placement only: the run's own count where a quarter found no crossing
+    if quarter.samples < config.samples and missing:  # placement only: the run's count where a quarter found none
         c_eps, c_mean, c_ucb, c_lcb = _curve(sampled(search, ProgressMeter(
             progress, per_pass, "sampling (coarse ε grid, all samples)").add, passes), direction)
         brackets.update(_brackets(c_eps, c_ucb, missing, c_lcb))
     if two_sided and brackets:
-        second = dataclasses.replace(search, samples=quarter)
-        meter = ProgressMeter(progress, len(config.direction.parts()) * second.samples, "sampling (second search)")
-        grid = two_sided_grid(second, brackets, direction, fine_points, meter.add, passes, config.samples)
+        grid = two_sided_grid(quarter, brackets, direction, fine_points,
+                              ProgressMeter(progress, per_quarter, "sampling (second search)").add, passes,
+                              config.samples)
     else:
         grid = sorted({e for lo, top, _ in brackets.values() for e in np.linspace(lo, top, fine_points + 1).tolist()})
     f_eps, f_mean, f_ucb, f_lcb = c_eps, c_mean, c_ucb, c_lcb

@@ -223,8 +223,6 @@ def tilted_survival_ucbs(means: np.ndarray, powers: np.ndarray, rel: float, rel_
     suffix = np.concatenate([np.cumsum(fourth[::-1])[::-1], [0.0]])
     start = np.searchsorted(means, grid / (1.0 + rel) * (1.0 - 4.0 * UNIT_ROUNDOFF), side="right")
     raise_sum = (1.0 + rel_power) ** 4 * (1.0 + 16.0 * UNIT_ROUNDOFF) * weight * (1.0 + 2.0 * gamma_n(count + 8))
-    scales, means_j = np.empty(grid.size), np.empty(grid.size)
-    for j, s in enumerate(grid):
-        scales[j] = weight / float(s) ** (TILT_ORDER * power) * (1.0 + 8.0 * UNIT_ROUNDOFF)
-        means_j[j] = min((float(suffix[start[j]]) + count * 2.0**-1074) * raise_sum / count, scales[j])
-    return kl_ucbs(means_j, count, share, scale=scales)
+    scales = weight / np.asarray(grid, dtype=np.float64) ** (TILT_ORDER * power) * (1.0 + 8.0 * UNIT_ROUNDOFF)
+    return kl_ucbs(np.minimum((suffix[start] + count * 2.0**-1074) * raise_sum / count, scales), count, share,
+                   scale=scales)

@@ -315,7 +315,7 @@ def law_seed(config: CertifyConfig) -> int:
 
 def law_samples(config: CertifyConfig) -> int:
     """The sample count that sizes the block-law and decoupled bounds' draws (``config.law_samples``, else
-    ``config.samples``): an inversion's second search draws fewer values but keeps these bounds at the run's count, so
+    ``config.samples``): an inversion's search passes draw fewer values but keep these bounds at the run's count, so
     they are the very bounds of its certifying pass (each holds for every ε at once, on streams of its own)."""
     return config.samples if config.law_samples is None else config.law_samples
 

@@ -111,11 +111,11 @@ def test_only_the_certifying_pass_draws_on_the_user_seed(monkeypatch):
     assert [seed for seed, _, _ in calls] == [6, 6, 5]
     # the bounds that hold for every ε at once (block law, decoupled) are drawn on the user's seed in every pass
     assert [law for _, _, law in calls] == [5, 5, None]
-    assert sizes == [(2000, 2000)] * 3  # a small run: the second search draws them all (SECOND_SEARCH_MIN)
+    assert sizes == [(2000, 2000)] * 3  # a small run: both searches draw them all (SEARCH_MIN)
     calls.clear(), sizes.clear()
-    monkeypatch.setattr(ead, "SECOND_SEARCH_MIN", 100)
+    monkeypatch.setattr(ead, "SEARCH_MIN", 100)
     ead.mc_epsilon_rows(config, Method.TILTED, [1e-3])
-    quarter = (2000 // ead.SECOND_SEARCH_SHARE, 2000)
+    quarter = (2000 // ead.SEARCH_SHARE, 2000)
     assert sizes == [quarter, quarter, (2000, 2000)]  # both searches at a quarter, the certifying pass at all
     assert calls[1][1] != calls[0][1] and calls[2][1] not in (calls[0][1], calls[1][1])
     assert math.isfinite(rows[0]["epsilon_upper"]) and rows[0]["epsilon_lower"] is not None
@@ -184,7 +184,7 @@ def test_the_coarse_search_falls_back_to_all_samples_where_a_quarter_finds_no_cr
     acc = epscert.Accountant(noise_multiplier=2.0, strategy=toeplitz_strategy([1.0, 0.5], 40), cycle_length=10,
                              samples=2000, seed=5)
     config = dataclasses.replace(acc.config, methods=(Method.TILTED,))
-    monkeypatch.setattr(ead, "SECOND_SEARCH_MIN", 100)
+    monkeypatch.setattr(ead, "SEARCH_MIN", 100)
     passes = []
 
     def curve(cfg, direction):
